@@ -1,0 +1,132 @@
+// mla-decode public API: the decode step of DeepSeek-R1 multi-head latent attention.
+//
+//   S[h,n] = sm_scale · Σ_d Q[h,d]·KV[n,d]   (d < 576),   P = softmax_n(S)
+//   O[h,:] = Σ_n P[h,n] · KV[n, 0:512],      LSE[h] = ln Σ_n exp(S[h,n])
+//
+// Usage (both backends):
+//   mla::Problem p = ...;                               // describe the call
+//   mla::Status s = mla::validate(p, backend);          // optional: plan() validates too
+//   size_t bytes = 0; mla::workspace_size(p, backend, &bytes);
+//   mla::Plan plan; mla::plan(p, backend, workspace, bytes, &plan);   // once per shape/lengths
+//   mla::run(p, plan, stream);                          // every step; no allocation, no sync
+//
+// Pointers are host pointers for Backend::cpu and device pointers for Backend::cuda.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace mla {
+
+inline constexpr int kNumHeads = 16;     // query heads
+inline constexpr int kHeadDim = 576;     // query/key width (latent + rope)
+inline constexpr int kValueDim = 512;    // value/output width (the latent part)
+inline constexpr int kMaxSq = 4;         // query tokens per request (decode + MTP)
+inline constexpr int kMxfp4Block = 32;   // elements per E8M0 scale
+inline constexpr int kMxfp4ScalesPerRow = kHeadDim / kMxfp4Block;  // 18
+
+enum class KvFormat : int { bf16 = 0, fp8 = 1, mxfp4 = 2 };
+enum class Backend : int { cpu = 0, cuda = 1 };
+
+// Bytes of one packed KV row (scales of MXFP4 excluded): 1152, 576, 288.
+std::int64_t kv_row_bytes(KvFormat format);
+const char* to_string(KvFormat format);
+const char* to_string(Backend backend);
+
+enum class StatusCode : int {
+  ok = 0,
+  invalid_argument,       // malformed problem description
+  unsupported,            // well formed, but this backend does not do it (yet)
+  workspace_too_small,    // caller's workspace smaller than workspace_size()
+  cuda_error,             // a CUDA runtime call failed
+  no_device,              // Backend::cuda asked for, no usable GPU
+};
+
+struct Status {
+  StatusCode code = StatusCode::ok;
+  std::string message;
+  bool ok() const { return code == StatusCode::ok; }
+  static Status success() { return {}; }
+};
+
+// The KV cache: `rows` physical rows of 576 elements in `format`.
+struct KvCache {
+  KvFormat format = KvFormat::bf16;
+  const void* data = nullptr;          // [rows × row_stride_bytes]; first kv_row_bytes(format) bytes of a row used
+  std::int64_t rows = 0;               // physical rows in `data` (bounds every access)
+  std::int64_t row_stride_bytes = 0;   // ≥ kv_row_bytes(format)
+  float fp8_scale = 1.0f;              // fp8 only: value = e4m3 · fp8_scale (finite, > 0)
+  const std::uint8_t* scales = nullptr;   // mxfp4 only: [rows × scale_stride] E8M0, first 18 columns used
+  std::int64_t scale_stride = kMxfp4ScalesPerRow;  // mxfp4 only: ≥ 18 (aiter: 18 or 24)
+};
+
+// Optional paging. page_size == 0: contiguous, request b reads physical rows
+// [kv_indptr[b], kv_indptr[b+1]) (exclusive end). page_size ∈ {1, 16, 64}: kv_indptr only gives
+// lengths L_b = kv_indptr[b+1] − kv_indptr[b]; logical token n of request b is physical row
+//   page_table[page_base(b) + n / page_size] · page_size + n % page_size
+// with page_base(b) = b · page_table_stride (a FlashMLA block table, stride ≥ ceil(L_b / page_size)),
+// or, when page_table_stride == 0 (page_size 1 only; FlashInfer/aiter kv_indices),
+// page_base(b) = kv_indptr[b].
+struct Paging {
+  int page_size = 0;                      // 0 (contiguous), 1, 16 or 64
+  const std::int32_t* page_table = nullptr;  // [page_table_entries] int32 page indices
+  std::int64_t page_table_entries = 0;    // length of page_table (bounds every access)
+  std::int64_t page_table_stride = 0;     // entries per request; 0 = flat kv_indices (page_size 1)
+};
+
+struct Problem {
+  int batch = 0;                          // B ≥ 1 requests
+  int s_q = 1;                            // query tokens per request, 1..4
+  const std::uint16_t* q = nullptr;       // [total_q × 16 × 576] bf16 bits, total_q = B · s_q
+  std::int64_t total_q = 0;               // rows of q / out / lse
+  const std::int32_t* qo_indptr = nullptr;  // [B+1], qo_indptr[0] = 0, steps of exactly s_q
+  const std::int32_t* kv_indptr = nullptr;  // [B+1], non-decreasing, starts at 0
+  KvCache kv;
+  Paging paging;
+  std::uint16_t* out = nullptr;           // [total_q × 16 × 512] bf16 bits, written in full
+  float* lse = nullptr;                   // optional [total_q × 16] fp32, natural log; −inf for L = 0
+  float sm_scale = 0.041666666666666664f; // 1/sqrt(576)
+};
+
+// Checks everything about `p` that can be checked on the host. For Backend::cpu all arrays are
+// host memory and their contents (indptr, page table) are checked too. For Backend::cuda the
+// pointers are device pointers: validate checks shapes, nulls, alignment and 64-bit offsets;
+// plan() copies indptr and the page table to the host (it may synchronize) and checks contents.
+Status validate(const Problem& p, Backend backend);
+
+// How the work is split: filled by plan(), read by run(). Printable with describe().
+struct Plan {
+  Backend backend = Backend::cpu;
+  int batch = 0;
+  int s_q = 1;
+  std::int64_t total_q = 0;
+  std::int64_t total_kv = 0;       // Σ L_b
+  int tokens_per_split = 0;        // KV tokens per work item (multiple of the tile)
+  int num_work_items = 0;          // (request, KV range) pairs
+  int num_split_requests = 0;      // requests whose KV is split over several work items
+  int grid = 0;                    // CTAs (cuda) or worker threads (cpu)
+  std::size_t workspace_bytes = 0;
+  void* workspace = nullptr;       // caller-owned; holds the work list and split partials
+  int device_sms = 0;              // cuda: multiprocessors of the planned device
+};
+
+std::string describe(const Plan& plan);
+
+// Bytes of workspace plan() needs for this problem. Depends only on batch and s_q (and, for cuda,
+// the current device's multiprocessor count), never on lengths: size once for the largest batch.
+Status workspace_size(const Problem& p, Backend backend, std::size_t* bytes);
+
+// Validates `p` and fills `workspace` (host memory for cpu, device memory for cuda) with the
+// work list. Call again whenever batch, lengths or page table change.
+Status plan(const Problem& p, Backend backend, void* workspace, std::size_t workspace_bytes, Plan* out);
+
+// Runs the decode. cuda: asynchronous on `stream` (a cudaStream_t, nullptr = default stream), no
+// allocation, no synchronization — capturable in a CUDA graph. cpu: synchronous, `stream` ignored.
+// Only host-checkable consistency with the plan is re-checked here.
+Status run(const Problem& p, const Plan& plan, void* stream = nullptr);
+
+// True when a CUDA device of compute capability 9.0 is usable from this process.
+bool cuda_available();
+
+}  // namespace mla

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# One command for the H200 machine (bare, no network): builds for sm_90a, runs the GPU and unit
+# tests, compute-sanitizer memcheck + racecheck on a small suite, and `mla bench` on SPEC §4's
+# 24 cases. Writes logs and JSON into OUTDIR and prints a short table last.
+#   usage: scripts/gpu_run.sh OUTDIR      (GoogleTest sources carried in .deps/googletest)
+set -uo pipefail
+out=${1:?usage: scripts/gpu_run.sh OUTDIR}
+mkdir -p "$out"
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export MLA_COMMIT=${MLA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+status=0
+step() { echo; echo "=== $* ($(date +%T))"; }
+
+step "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+
+step "build"
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMLA_GTEST_SOURCE="$root/.deps/googletest" \
+  >"$out/build.log" 2>&1 && cmake --build build-gpu -j"$(nproc)" >>"$out/build.log" 2>&1
+if [ $? -ne 0 ]; then tail -50 "$out/build.log"; echo "BUILD FAILED"; exit 1; fi
+grep -E "registers|spill|stack frame" "$out/build.log" | grep -E "decode_kernel|combine_kernel" -A2 | head -20
+
+step "tests (unit + gpu)"
+ctest --test-dir build-gpu --output-on-failure -j4 -E "cli\." >"$out/ctest.log" 2>&1 || status=1
+tail -15 "$out/ctest.log"
+
+step "compute-sanitizer"
+san_status="ok"
+for tool in memcheck racecheck; do
+  compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/mla_gpu_tests --gtest_filter='GpuSanitizer.*' \
+    >"$out/sanitizer-$tool.log" 2>&1 || { san_status="FAILED"; status=1; }
+  tail -3 "$out/sanitizer-$tool.log"
+done
+
+step "bench"
+./build-gpu/mla bench --json "$out/bench.json" 2>"$out/bench-progress.log" | tee "$out/bench.txt" || status=1
+
+step "summary"
+grep -E "tests passed|tests failed" "$out/ctest.log"
+echo "compute-sanitizer: $san_status"
+cat "$out/bench.txt" | tail -40
+exit $status

@@ -1,0 +1,78 @@
+// Public entry points: validation, then a plain switch to the backend.
+#include <sstream>
+
+#include "cpu/cpu_backend.h"
+#include "host/cuda_backend.h"
+#include "host/validate.h"
+#include "mla/mla.h"
+
+namespace mla {
+
+Status validate(const Problem& p, Backend backend) {
+  Status s = validate_description(p, backend);
+  if (!s.ok()) return s;
+  switch (backend) {
+    case Backend::cpu:
+      return validate_contents(p, p.qo_indptr, p.kv_indptr, p.paging.page_size ? p.paging.page_table : nullptr);
+    case Backend::cuda:
+      return s;  // contents are device memory: plan() copies and checks them
+  }
+  return {StatusCode::invalid_argument, "unknown backend"};
+}
+
+Status workspace_size(const Problem& p, Backend backend, std::size_t* bytes) {
+  if (!bytes) return {StatusCode::invalid_argument, "bytes is null"};
+  Status s = validate_description(p, backend);
+  if (!s.ok()) return s;
+  switch (backend) {
+    case Backend::cpu:
+      *bytes = cpu::workspace_size(p);
+      return Status::success();
+    case Backend::cuda:
+      return cuda::workspace_size(p, bytes);
+  }
+  return {StatusCode::invalid_argument, "unknown backend"};
+}
+
+Status plan(const Problem& p, Backend backend, void* workspace, std::size_t workspace_bytes, Plan* out) {
+  if (!out) return {StatusCode::invalid_argument, "plan output is null"};
+  Status s = validate(p, backend);
+  if (!s.ok()) return s;
+  if (!workspace) return {StatusCode::invalid_argument, "workspace is null"};
+  switch (backend) {
+    case Backend::cpu:
+      return cpu::plan(p, workspace, workspace_bytes, out);
+    case Backend::cuda:
+      return cuda::plan(p, workspace, workspace_bytes, out);
+  }
+  return {StatusCode::invalid_argument, "unknown backend"};
+}
+
+Status run(const Problem& p, const Plan& plan, void* stream) {
+  Status s = validate_description(p, plan.backend);
+  if (!s.ok()) return s;
+  if (plan.workspace == nullptr || plan.batch != p.batch || plan.s_q != p.s_q || plan.total_q != p.total_q) {
+    return {StatusCode::invalid_argument, "plan does not match this problem (batch, s_q or total_q differ, or plan is empty)"};
+  }
+  switch (plan.backend) {
+    case Backend::cpu:
+      return cpu::run(p, plan);
+    case Backend::cuda:
+      return cuda::run(p, plan, stream);
+  }
+  return {StatusCode::invalid_argument, "unknown backend"};
+}
+
+bool cuda_available() { return cuda::available(); }
+
+std::string describe(const Plan& plan) {
+  std::ostringstream os;
+  os << "plan[" << to_string(plan.backend) << "] batch=" << plan.batch << " s_q=" << plan.s_q
+     << " total_kv=" << plan.total_kv << " work_items=" << plan.num_work_items
+     << " tokens_per_split=" << plan.tokens_per_split << " split_requests=" << plan.num_split_requests
+     << " grid=" << plan.grid << " workspace=" << plan.workspace_bytes << "B";
+  if (plan.backend == Backend::cuda) os << " sms=" << plan.device_sms;
+  return os.str();
+}
+
+}  // namespace mla

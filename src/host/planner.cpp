@@ -1,0 +1,64 @@
+#include "host/planner.h"
+
+#include <algorithm>
+
+namespace mla {
+namespace {
+
+std::size_t align256(std::size_t x) { return (x + 255) / 256 * 256; }
+
+}  // namespace
+
+WorkspaceLayout workspace_layout(int batch, int s_q, int target_items) {
+  WorkspaceLayout w;
+  w.max_items = batch + std::max(target_items, 1);
+  w.max_partials = w.max_items;
+  std::size_t at = 0;
+  w.items_offset = at;
+  at = align256(at + sizeof(WorkItem) * std::size_t(w.max_items));
+  w.splits_offset = at;
+  at = align256(at + sizeof(RequestSplit) * std::size_t(batch));
+  const std::size_t rows = std::size_t(w.max_partials) * std::size_t(s_q) * 16;
+  w.partial_o_offset = at;
+  at = align256(at + sizeof(float) * rows * 512);
+  w.partial_lse_offset = at;
+  at = align256(at + sizeof(float) * rows);
+  w.total_bytes = at;
+  return w;
+}
+
+WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_items, int tile) {
+  WorkList wl;
+  const int batch = int(kv_lengths.size());
+  std::int64_t total = 0;
+  for (std::int32_t len : kv_lengths) total += len;
+  target_items = std::max(target_items, 1);
+  tile = std::max(tile, 1);
+  std::int64_t chunk = (total + target_items - 1) / target_items;
+  chunk = std::max<std::int64_t>((chunk + tile - 1) / tile * tile, tile);
+  wl.tokens_per_split = int(std::min<std::int64_t>(chunk, 1 << 30));
+  wl.splits.assign(std::size_t(batch), RequestSplit{0, 0});
+  for (int b = 0; b < batch; ++b) {
+    const std::int64_t len = kv_lengths[std::size_t(b)];
+    const std::int64_t n = std::max<std::int64_t>(1, (len + chunk - 1) / chunk);
+    if (n == 1) {
+      wl.items.push_back({b, 0, std::int32_t(len), -1});
+      continue;
+    }
+    // n nearly equal pieces, each a multiple of the tile except possibly the last.
+    const std::int64_t per = ((len + n - 1) / n + tile - 1) / tile * tile;
+    wl.splits[std::size_t(b)] = {wl.num_partials, 0};
+    for (std::int64_t begin = 0; begin < len; begin += per) {
+      const std::int64_t end = std::min(len, begin + per);
+      wl.items.push_back({b, std::int32_t(begin), std::int32_t(end), wl.num_partials++});
+      ++wl.splits[std::size_t(b)].num_partials;
+    }
+    ++wl.num_split_requests;
+  }
+  std::stable_sort(wl.items.begin(), wl.items.end(), [](const WorkItem& a, const WorkItem& b) {
+    return (a.kv_end - a.kv_begin) > (b.kv_end - b.kv_begin);
+  });
+  return wl;
+}
+
+}  // namespace mla

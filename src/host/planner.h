@@ -1,0 +1,60 @@
+// The planner: turns request lengths into a work list. Plain C++, shared by both backends.
+//
+// A work item is one request's KV range [kv_begin, kv_end) (logical tokens, exclusive end) for
+// all of its s_q query rows. A request whose KV fits one item writes its output directly
+// (partial = -1); a longer one is split into `num_partials` items that each write an fp32
+// partial (unnormalised-by-nothing: normalised O and its LSE) which the combine step merges by LSE.
+//
+// Workspace layout (byte offsets, each 256-aligned), identical for both backends:
+//   [WorkItem × max_items][RequestSplit × batch][partial O fp32 × max_partials × s_q × 16 × 512]
+//   [partial LSE fp32 × max_partials × s_q × 16]
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace mla {
+
+struct WorkItem {
+  std::int32_t request;   // b
+  std::int32_t kv_begin;  // first logical token (inclusive)
+  std::int32_t kv_end;    // last logical token (exclusive); kv_begin == kv_end only for L_b = 0
+  std::int32_t partial;   // slot in the partial buffers, or -1: write out/lse directly
+};
+
+struct RequestSplit {
+  std::int32_t first_partial;  // slot of the request's first partial
+  std::int32_t num_partials;   // 0 when the request is written directly
+};
+
+struct WorkspaceLayout {
+  int max_items = 0;
+  int max_partials = 0;
+  std::size_t items_offset = 0;
+  std::size_t splits_offset = 0;
+  std::size_t partial_o_offset = 0;
+  std::size_t partial_lse_offset = 0;
+  std::size_t total_bytes = 0;
+};
+
+// `target_items`: how many work items would fill the machine (e.g. 132 SMs × CTAs per SM).
+// The work list never has more than batch + target_items items.
+WorkspaceLayout workspace_layout(int batch, int s_q, int target_items);
+
+struct WorkList {
+  std::vector<WorkItem> items;
+  std::vector<RequestSplit> splits;  // [batch]
+  int tokens_per_split = 0;
+  int num_partials = 0;
+  int num_split_requests = 0;
+};
+
+// Splits every request into ceil(L_b / chunk) items of at most `chunk` tokens, chunk a multiple
+// of `tile` chosen so that about `target_items` items cover all tokens. Empty requests get one
+// empty item. Items are ordered longest first so that stragglers start early.
+WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_items, int tile);
+
+}  // namespace mla

@@ -1,0 +1,28 @@
+// Host-side reading of a validated Problem whose arrays are host memory (CPU backend, reference).
+#pragma once
+
+#include <cstdint>
+
+#include "mla/mla.h"
+
+namespace mla {
+
+inline std::int32_t kv_length(const Problem& p, int b) { return p.kv_indptr[b + 1] - p.kv_indptr[b]; }
+
+// Logical token n of request b → physical KV row (SPEC §1).
+inline std::int64_t physical_row(const Problem& p, int b, std::int64_t n) {
+  const Paging& pg = p.paging;
+  if (pg.page_size == 0) return std::int64_t(p.kv_indptr[b]) + n;
+  const std::int64_t base = pg.page_table_stride > 0 ? std::int64_t(b) * pg.page_table_stride
+                                                     : std::int64_t(p.kv_indptr[b]);
+  const std::int64_t page = pg.page_table[base + n / pg.page_size];
+  return page * pg.page_size + n % pg.page_size;
+}
+
+// Keys visible to query token i (0-based) of a request with L keys and s_q query tokens.
+inline std::int64_t visible_keys(std::int64_t L, int s_q, int i) {
+  const std::int64_t v = L - s_q + i + 1;
+  return v < 0 ? 0 : (v > L ? L : v);
+}
+
+}  // namespace mla

@@ -1,0 +1,164 @@
+// The CUDA backend's host side: plan (copies lengths and page table to the host, validates them,
+// builds the work list into the caller's device workspace — may synchronize) and run (two
+// asynchronous launches at most, no allocation, no synchronization: graph-capturable).
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+#include "host/cuda_backend.h"
+#include "host/planner.h"
+#include "host/validate.h"
+#include "kernels/sm90/launch.h"
+
+namespace mla::cuda {
+namespace {
+
+Status cuda_fail(const char* what, cudaError_t e) {
+  return {StatusCode::cuda_error, std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"};
+}
+
+Status device_sms(int* sms) {
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return {StatusCode::no_device, std::string("no CUDA device: ") + cudaGetErrorString(e)};
+  cudaDeviceProp prop{};
+  e = cudaGetDeviceProperties(&prop, dev);
+  if (e != cudaSuccess) return cuda_fail("cudaGetDeviceProperties", e);
+  if (prop.major != 9) {
+    return {StatusCode::no_device, std::string("the cuda backend needs an sm_90 GPU (H100/H200); device is ") + prop.name +
+                                       " sm_" + std::to_string(prop.major * 10 + prop.minor)};
+  }
+  *sms = prop.multiProcessorCount;
+  return Status::success();
+}
+
+int page_shift(int page_size) {
+  switch (page_size) {
+    case 16:
+      return 4;
+    case 64:
+      return 6;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+bool available() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return false;
+  }
+  int sms = 0;
+  return device_sms(&sms).ok();
+}
+
+Status workspace_size(const Problem& p, std::size_t* bytes) {
+  int sms = 0;
+  Status s = device_sms(&sms);
+  if (!s.ok()) return s;
+  *bytes = workspace_layout(p.batch, p.s_q, sms).total_bytes;
+  return Status::success();
+}
+
+Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
+  if (p.s_q != 1) {
+    return {StatusCode::unsupported, "the cuda backend supports s_q = 1 only (got " + std::to_string(p.s_q) + ")"};
+  }
+  int sms = 0;
+  Status s = device_sms(&sms);
+  if (!s.ok()) return s;
+
+  // Contents live in device memory: copy them here and validate before anything is launched.
+  std::vector<std::int32_t> qo(std::size_t(p.batch) + 1), kv(std::size_t(p.batch) + 1), pages;
+  cudaError_t e = cudaMemcpy(qo.data(), p.qo_indptr, qo.size() * 4, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return cuda_fail("copying qo_indptr", e);
+  e = cudaMemcpy(kv.data(), p.kv_indptr, kv.size() * 4, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return cuda_fail("copying kv_indptr", e);
+  if (p.paging.page_size != 0) {
+    pages.resize(std::size_t(p.paging.page_table_entries));
+    e = cudaMemcpy(pages.data(), p.paging.page_table, pages.size() * 4, cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) return cuda_fail("copying the page table", e);
+  }
+  s = validate_contents(p, qo.data(), kv.data(), pages.empty() ? nullptr : pages.data());
+  if (!s.ok()) return s;
+
+  std::vector<std::int32_t> lengths(std::size_t(p.batch));
+  for (int b = 0; b < p.batch; ++b) lengths[std::size_t(b)] = kv[std::size_t(b) + 1] - kv[std::size_t(b)];
+  const WorkList wl = build_work_list(lengths, sms, sm90::decode_tile_tokens());
+  const WorkspaceLayout layout = workspace_layout(p.batch, p.s_q, sms);
+  if (bytes < layout.total_bytes) {
+    return {StatusCode::workspace_too_small,
+            "workspace of " + std::to_string(bytes) + " bytes, plan needs " + std::to_string(layout.total_bytes)};
+  }
+  auto* base = static_cast<std::uint8_t*>(workspace);
+  e = cudaMemcpy(base + layout.items_offset, wl.items.data(), wl.items.size() * sizeof(WorkItem), cudaMemcpyHostToDevice);
+  if (e != cudaSuccess) return cuda_fail("writing the work list", e);
+  e = cudaMemcpy(base + layout.splits_offset, wl.splits.data(), wl.splits.size() * sizeof(RequestSplit),
+                 cudaMemcpyHostToDevice);
+  if (e != cudaSuccess) return cuda_fail("writing the split table", e);
+  e = sm90::prepare_decode(p.kv.format);
+  if (e != cudaSuccess) return cuda_fail("configuring the decode kernel", e);
+
+  Plan pl;
+  pl.backend = Backend::cuda;
+  pl.batch = p.batch;
+  pl.s_q = p.s_q;
+  pl.total_q = p.total_q;
+  pl.total_kv = kv[std::size_t(p.batch)];
+  pl.tokens_per_split = wl.tokens_per_split;
+  pl.num_work_items = int(wl.items.size());
+  pl.num_split_requests = wl.num_split_requests;
+  pl.grid = pl.num_work_items;
+  pl.workspace_bytes = layout.total_bytes;
+  pl.workspace = workspace;
+  pl.device_sms = sms;
+  *out = pl;
+  return Status::success();
+}
+
+Status run(const Problem& p, const Plan& plan, void* stream) {
+  if (p.s_q != 1) return {StatusCode::unsupported, "the cuda backend supports s_q = 1 only"};
+  const WorkspaceLayout layout = workspace_layout(plan.batch, plan.s_q, plan.device_sms);
+  auto* base = static_cast<std::uint8_t*>(plan.workspace);
+  auto* st = static_cast<cudaStream_t>(stream);
+
+  sm90::DecodeParams d{};
+  d.q = p.q;
+  d.kv = static_cast<const std::uint8_t*>(p.kv.data);
+  d.kv_row_stride = p.kv.row_stride_bytes;
+  d.kv_scales = p.kv.format == KvFormat::mxfp4 ? p.kv.scales : nullptr;
+  d.scale_stride = p.kv.scale_stride;
+  d.kv_indptr = p.kv_indptr;
+  d.page_table = p.paging.page_size != 0 ? p.paging.page_table : nullptr;
+  d.page_table_stride = p.paging.page_table_stride;
+  d.page_shift = page_shift(p.paging.page_size);
+  d.items = reinterpret_cast<const WorkItem*>(base + layout.items_offset);
+  d.num_items = plan.num_work_items;
+  const float kv_scale = p.kv.format == KvFormat::fp8 ? p.kv.fp8_scale : 1.0f;
+  d.logit_scale = p.sm_scale * kv_scale;
+  d.value_scale = kv_scale;
+  d.out = p.out;
+  d.lse = p.lse;
+  d.partial_o = reinterpret_cast<float*>(base + layout.partial_o_offset);
+  d.partial_lse = reinterpret_cast<float*>(base + layout.partial_lse_offset);
+  cudaError_t e = sm90::launch_decode(p.kv.format, d, st);
+  if (e != cudaSuccess) return cuda_fail("launching the decode kernel", e);
+  if (plan.num_split_requests > 0) {
+    sm90::CombineParams c{};
+    c.splits = reinterpret_cast<const RequestSplit*>(base + layout.splits_offset);
+    c.batch = plan.batch;
+    c.partial_o = d.partial_o;
+    c.partial_lse = d.partial_lse;
+    c.out = p.out;
+    c.lse = p.lse;
+    e = sm90::launch_combine(c, st);
+    if (e != cudaSuccess) return cuda_fail("launching the combine kernel", e);
+  }
+  return Status::success();
+}
+
+}  // namespace mla::cuda

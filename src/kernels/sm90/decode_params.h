@@ -1,0 +1,40 @@
+// Parameters of the sm90 decode and combine kernels: plain structs passed as
+// `__grid_constant__ const`. All pointers are device memory.
+#pragma once
+
+#include <cstdint>
+
+#include "host/planner.h"
+
+namespace mla::sm90 {
+
+struct DecodeParams {
+  const std::uint16_t* q;          // [total_q × 16 × 576] bf16; request b's row is b · s_q (s_q = 1)
+  const std::uint8_t* kv;          // [kv_rows × kv_row_stride] bytes in the format's row layout
+  std::int64_t kv_row_stride;      // bytes, multiple of 16
+  const std::uint8_t* kv_scales;   // mxfp4: [kv_rows × scale_stride] E8M0; else null
+  std::int64_t scale_stride;       // mxfp4: ≥ 18
+  const std::int32_t* kv_indptr;   // [B+1]; contiguous rows of b are [kv_indptr[b], kv_indptr[b+1])
+  const std::int32_t* page_table;  // paged: page indices; null when contiguous
+  std::int64_t page_table_stride;  // entries per request; 0 = flat kv_indices (page base kv_indptr[b])
+  int page_shift;                  // log2(page_size) when paged (0, 4, 6); unused when contiguous
+  const WorkItem* items;           // [num_items]
+  int num_items;
+  float logit_scale;               // sm_scale · (fp8 tensor scale or 1)
+  float value_scale;               // fp8 tensor scale or 1 (applied to O)
+  std::uint16_t* out;              // [total_q × 16 × 512] bf16
+  float* lse;                      // [total_q × 16] fp32 or null
+  float* partial_o;                // [max_partials × 16 × 512] fp32 (normalised)
+  float* partial_lse;              // [max_partials × 16] fp32
+};
+
+struct CombineParams {
+  const RequestSplit* splits;      // [batch]
+  int batch;
+  const float* partial_o;          // [max_partials × 16 × 512]
+  const float* partial_lse;        // [max_partials × 16]
+  std::uint16_t* out;              // [total_q × 16 × 512] bf16
+  float* lse;                      // [total_q × 16] or null
+};
+
+}  // namespace mla::sm90

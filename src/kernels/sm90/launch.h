@@ -1,0 +1,17 @@
+// Host-side launchers of the sm90 kernels (decode.cu, combine.cu).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/sm90/decode_params.h"
+#include "mla/mla.h"
+
+namespace mla::sm90 {
+
+int decode_tile_tokens();  // KV tokens per tile; work-item splits are multiples of it
+// Once per process and format, before launch_decode (raises the dynamic shared-memory limit).
+cudaError_t prepare_decode(KvFormat format);
+cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream);
+cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream);
+
+}  // namespace mla::sm90

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# CLI test: `mla check` and a tiny `mla bench` on the cpu backend, the bench JSON's keys, and the
+# exit status and message of bad invocations. $1: the mla binary.
+set -euo pipefail
+
+MLA="${1:?usage: bench_check.sh path/to/mla}"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+"$MLA" --version | grep -q "mla-decode" || fail "--version"
+"$MLA" --help | grep -q "bench" || fail "--help"
+"$MLA" bench --help | grep -q -- "--json" || fail "bench --help"
+"$MLA" check --help | grep -q -- "--backend" || fail "check --help"
+
+# The correctness sweep on the cpu backend.
+if ! "$MLA" check --backend cpu >"$tmp/check.txt" 2>&1; then
+  cat "$tmp/check.txt"
+  fail "mla check --backend cpu"
+fi
+grep -q "^OK: " "$tmp/check.txt" || fail "mla check printed no OK summary"
+grep -q "PASS" "$tmp/check.txt" || fail "mla check printed no PASS line"
+tail -n 1 "$tmp/check.txt"
+
+# A tiny bench with JSON output.
+if ! "$MLA" bench --backend cpu --shapes 1x256 --reps 2 --json "$tmp/out.json" >"$tmp/bench.txt" 2>&1; then
+  cat "$tmp/bench.txt"
+  fail "mla bench --backend cpu --shapes 1x256 --reps 2"
+fi
+grep -q "geomean" "$tmp/bench.txt" || fail "bench printed no geomean"
+[ -s "$tmp/out.json" ] || fail "bench wrote no JSON"
+if command -v python3 >/dev/null 2>&1; then
+  python3 - "$tmp/out.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+top = ["gpu", "commit", "date", "backend", "driver", "cases", "geomean"]
+case = ["format", "batch", "kv_len", "call_us", "call_us_median", "device_us", "device_us_median",
+        "floor_call_us", "floor_device_us", "kv_bytes", "gbps", "ratio_to_floor", "relerr",
+        "relerr_requests_checked", "lse_max_abs", "plan"]
+missing = [k for k in top if k not in d]
+assert not missing, f"top-level keys missing: {missing}"
+assert d["backend"] == "cpu" and d["gpu"] == "cpu", d["backend"]
+assert len(d["cases"]) == 3, f"expected 3 cases (one per format), got {len(d['cases'])}"
+for c in d["cases"]:
+    missing = [k for k in case if k not in c]
+    assert not missing, f"case keys missing: {missing}"
+    assert c["batch"] == 1 and c["kv_len"] == 256, c
+    assert c["call_us"] > 0 and c["relerr"] <= 4e-3 and c["relerr_requests_checked"] == 1, c
+    assert c["plan"].startswith("plan[cpu]"), c["plan"]
+for f in ("bf16", "fp8", "mxfp4"):
+    assert f in d["geomean"], f"geomean of {f} missing"
+print("JSON ok:", len(d["cases"]), "cases")
+PY
+else
+  for k in '"gpu"' '"commit"' '"date"' '"backend"' '"driver"' '"cases"' '"geomean"' '"relerr_requests_checked"' \
+    '"floor_device_us"' '"ratio_to_floor"' '"plan"'; do
+    grep -q "$k" "$tmp/out.json" || fail "JSON lacks $k"
+  done
+fi
+
+# Bad invocations: usage errors exit 2 with a message on stderr naming the problem.
+expect_usage_error() {
+  local want="$1"
+  shift
+  local rc=0
+  "$MLA" "$@" >"$tmp/o.txt" 2>"$tmp/e.txt" || rc=$?
+  [ "$rc" -eq 2 ] || fail "'mla $*' exited $rc, expected 2"
+  grep -q -- "$want" "$tmp/e.txt" || fail "'mla $*' message lacks '$want': $(cat "$tmp/e.txt")"
+}
+expect_usage_error "unknown command" frobnicate
+expect_usage_error "usage" # no command at all
+expect_usage_error "unknown option" bench --bogus
+expect_usage_error "unknown format" bench --format fp16
+expect_usage_error "BATCHxKV" bench --shapes 4by1024
+expect_usage_error "page size" bench --paged 32
+expect_usage_error "out of range" bench --reps 0
+expect_usage_error "needs a value" bench --reps
+expect_usage_error "not an integer" bench --seed abc
+expect_usage_error "unknown backend" bench --backend tpu
+expect_usage_error "unknown distribution" bench --dist uniform
+expect_usage_error "out of range" check --sq 5
+expect_usage_error "unknown option" check --shapes 4x1024
+
+# Asking for the cuda backend where there is none is an error too (exit 1), with the reason.
+if ! "$MLA" --version | grep -q "GPU usable"; then
+  rc=0
+  "$MLA" bench --backend cuda --shapes 1x256 >"$tmp/o.txt" 2>"$tmp/e.txt" || rc=$?
+  [ "$rc" -ne 0 ] || fail "bench --backend cuda without a GPU exited 0"
+  grep -q "GPU" "$tmp/e.txt" || fail "bench --backend cuda without a GPU: no reason given"
+fi
+
+echo "bench_check: all passed"

@@ -1,0 +1,286 @@
+// GPU tests of the cuda backend against the float64 reference (label `gpu`). Without a usable
+// sm_90 device every test is skipped with the reason — never reported as passed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mla/mla.h"
+#include "testing/compare.h"
+#include "testing/device_inputs.h"
+#include "testing/inputs.h"
+
+namespace mla::testing {
+namespace {
+
+constexpr const char* kNoGpu = "no usable sm_90 CUDA device: GPU test skipped";
+
+struct GpuResult {
+  std::vector<std::uint16_t> out;
+  std::vector<float> lse;
+  Comparison cmp;
+  bool guards_ok = false;
+  Plan plan;
+};
+
+// Uploads, plans, poisons the outputs with NaN, runs once and checks against the reference.
+void run_case(const CaseSpec& spec, GpuResult* r, bool with_lse = true) {
+  const HostInputs in = make_inputs(spec);
+  std::unique_ptr<DeviceCase> dc;
+  ASSERT_TRUE(upload(in, with_lse, &dc).ok());
+  const Problem& p = dc->problem();
+  std::size_t bytes = 0;
+  Status s = workspace_size(p, Backend::cuda, &bytes);
+  ASSERT_TRUE(s.ok()) << s.message;
+  DeviceMemory ws;
+  ASSERT_TRUE(ws.allocate(bytes).ok());
+  s = plan(p, Backend::cuda, ws.get(), ws.size(), &r->plan);
+  ASSERT_TRUE(s.ok()) << s.message;
+  ASSERT_TRUE(dc->poison_outputs().ok());
+  s = run(p, r->plan, nullptr);
+  ASSERT_TRUE(s.ok()) << s.message;
+  s = device_synchronize();
+  ASSERT_TRUE(s.ok()) << s.message;
+  ASSERT_TRUE(dc->download(&r->out, &r->lse).ok());
+  ASSERT_TRUE(dc->guards_intact(&r->guards_ok).ok());
+  const Reference ref = reference_decode(in.problem(nullptr, nullptr));
+  r->cmp = compare(r->out, r->lse, ref);
+}
+
+void expect_correct(const CaseSpec& spec, bool with_lse = true) {
+  GpuResult r;
+  ASSERT_NO_FATAL_FAILURE(run_case(spec, &r, with_lse));
+  EXPECT_TRUE(r.cmp.ok()) << spec.name() << ": " << r.cmp.summary() << " | " << describe(r.plan);
+  std::printf("  %-48s %s\n", spec.name().c_str(), r.cmp.summary().c_str());
+  EXPECT_EQ(r.cmp.nonfinite, 0) << spec.name();
+  EXPECT_TRUE(r.guards_ok) << spec.name() << ": a write landed outside out/lse (or a guard changed)";
+}
+
+const KvFormat kFormats[] = {KvFormat::bf16, KvFormat::fp8, KvFormat::mxfp4};
+
+TEST(GpuDecode, UniformChallengeAndPeakedAllFormats) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (KvFormat f : kFormats) {
+    for (Distribution d : {Distribution::challenge, Distribution::peaked}) {
+      for (auto [b, l] : {std::pair{4, 1024}, std::pair{32, 8192}, std::pair{1, 5000}}) {
+        CaseSpec spec = CaseSpec::uniform(b, l, f);
+        spec.dist = d;
+        spec.seed = 11 + b + l;
+        expect_correct(spec);
+      }
+    }
+  }
+}
+
+TEST(GpuDecode, RaggedLengthsIncludingEdgesInOneBatch) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (KvFormat f : kFormats) {
+    for (Distribution d : {Distribution::challenge, Distribution::peaked}) {
+      CaseSpec spec;
+      spec.kv_lens = {0, 1, 63, 64, 65, 127, 128, 129, 2, 3, 5, 7, 13, 97, 1009, 8191, 0, 4099};
+      spec.format = f;
+      spec.dist = d;
+      spec.seed = 5;
+      spec.spare_rows = 64;  // NaN rows no request owns
+      expect_correct(spec);
+    }
+  }
+}
+
+TEST(GpuDecode, BatchesOneTo512) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (int batch : {1, 2, 3, 17, 64, 133, 256, 512}) {
+    CaseSpec spec;
+    spec.kv_lens = ragged_lengths(batch, 100 + batch, batch >= 256 ? 700 : 3000);
+    spec.format = batch % 2 ? KvFormat::fp8 : KvFormat::mxfp4;
+    spec.dist = Distribution::peaked;
+    spec.seed = 7 + batch;
+    expect_correct(spec);
+  }
+}
+
+TEST(GpuDecode, PagedShuffledPages) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (KvFormat f : kFormats) {
+    for (int page : {1, 16, 64}) {
+      for (bool flat : {false, true}) {
+        if (flat && page != 1) continue;
+        CaseSpec spec;
+        spec.kv_lens = {300, 0, 1, 64, 65, 1500, 17};
+        spec.format = f;
+        spec.dist = Distribution::peaked;
+        spec.page_size = page;
+        spec.flat_page_table = flat;
+        spec.seed = 31 + page;
+        spec.spare_rows = 128;
+        expect_correct(spec);
+      }
+    }
+  }
+}
+
+TEST(GpuDecode, Mxfp4ScaleStrides18And24BothRoundings) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (std::int64_t stride : {18, 24}) {
+    for (Mxfp4Rounding rnd : {Mxfp4Rounding::rne, Mxfp4Rounding::legacy}) {
+      CaseSpec spec;
+      spec.kv_lens = {777, 64, 4000};
+      spec.format = KvFormat::mxfp4;
+      spec.dist = Distribution::peaked;
+      spec.scale_stride = stride;
+      spec.rounding = rnd;
+      spec.seed = 3 + stride;
+      expect_correct(spec);
+    }
+  }
+}
+
+TEST(GpuDecode, WithoutLse) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  CaseSpec spec = CaseSpec::uniform(8, 3000, KvFormat::bf16);
+  spec.dist = Distribution::peaked;
+  expect_correct(spec, /*with_lse=*/false);
+}
+
+TEST(GpuDecode, AllRequestsEmpty) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  CaseSpec spec;
+  spec.kv_lens = {0, 0, 0};
+  spec.format = KvFormat::fp8;
+  spec.spare_rows = 16;
+  GpuResult r;
+  ASSERT_NO_FATAL_FAILURE(run_case(spec, &r));
+  for (std::uint16_t v : r.out) ASSERT_EQ(v & 0x7FFF, 0) << "empty request must output zeros";
+  for (float l : r.lse) ASSERT_TRUE(std::isinf(l) && l < 0) << "empty request must have LSE -inf";
+}
+
+TEST(GpuDecode, TwoRunsBitIdenticalAndGraphReplayMatches) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (KvFormat f : kFormats) {
+    CaseSpec spec;
+    spec.kv_lens = {8191, 1, 300, 4096, 65};
+    spec.format = f;
+    spec.dist = Distribution::peaked;
+    const HostInputs in = make_inputs(spec);
+    std::unique_ptr<DeviceCase> dc;
+    ASSERT_TRUE(upload(in, true, &dc).ok());
+    const Problem& p = dc->problem();
+    std::size_t bytes = 0;
+    ASSERT_TRUE(workspace_size(p, Backend::cuda, &bytes).ok());
+    DeviceMemory ws;
+    ASSERT_TRUE(ws.allocate(bytes).ok());
+    Plan pl;
+    ASSERT_TRUE(plan(p, Backend::cuda, ws.get(), ws.size(), &pl).ok());
+    ASSERT_GT(pl.num_split_requests, 0) << "the case must exercise the split combine";
+    std::vector<std::uint16_t> o1, o2, o3;
+    std::vector<float> l1, l2, l3;
+    ASSERT_TRUE(dc->poison_outputs().ok());
+    ASSERT_TRUE(run(p, pl, nullptr).ok());
+    ASSERT_TRUE(dc->download(&o1, &l1).ok());
+    ASSERT_TRUE(dc->poison_outputs().ok());
+    ASSERT_TRUE(run(p, pl, nullptr).ok());
+    ASSERT_TRUE(dc->download(&o2, &l2).ok());
+    ASSERT_TRUE(dc->poison_outputs().ok());
+    Status s = run_in_graph(p, pl, 3);
+    ASSERT_TRUE(s.ok()) << s.message;
+    ASSERT_TRUE(dc->download(&o3, &l3).ok());
+    EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * 2)) << to_string(f) << ": two runs differ";
+    EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4)) << to_string(f);
+    EXPECT_EQ(0, std::memcmp(o1.data(), o3.data(), o1.size() * 2)) << to_string(f) << ": graph replay differs";
+    EXPECT_EQ(0, std::memcmp(l1.data(), l3.data(), l1.size() * 4)) << to_string(f);
+    const Comparison cmp = compare(o1, l1, reference_decode(in.problem(nullptr, nullptr)));
+    EXPECT_TRUE(cmp.ok()) << cmp.summary();
+  }
+}
+
+// Malformed problems are rejected by plan() before anything is launched: the poisoned output
+// stays NaN.
+TEST(GpuDecode, MalformedInputsRejectedBeforeLaunch) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  CaseSpec spec;
+  spec.kv_lens = {100, 200};
+  spec.format = KvFormat::bf16;
+  spec.page_size = 16;
+  const HostInputs in = make_inputs(spec);
+  HostInputs bad = in;
+  bad.page_table[0] = std::int32_t(in.kv_rows / 16 + 5);  // a page outside the cache
+  std::unique_ptr<DeviceCase> dc;
+  ASSERT_TRUE(upload(bad, true, &dc).ok());
+  std::size_t bytes = 0;
+  ASSERT_TRUE(workspace_size(dc->problem(), Backend::cuda, &bytes).ok());
+  DeviceMemory ws;
+  ASSERT_TRUE(ws.allocate(bytes).ok());
+  ASSERT_TRUE(dc->poison_outputs().ok());
+  Plan pl;
+  Status s = plan(dc->problem(), Backend::cuda, ws.get(), ws.size(), &pl);
+  EXPECT_EQ(s.code, StatusCode::invalid_argument);
+  EXPECT_NE(s.message.find("page-table entry"), std::string::npos) << s.message;
+
+  Problem p = dc->problem();
+  p.kv_indptr = nullptr;
+  EXPECT_EQ(plan(p, Backend::cuda, ws.get(), ws.size(), &pl).code, StatusCode::invalid_argument);
+  p = dc->problem();
+  p.q = reinterpret_cast<const std::uint16_t*>(reinterpret_cast<std::uintptr_t>(p.q) + 2);
+  s = plan(p, Backend::cuda, ws.get(), ws.size(), &pl);
+  EXPECT_EQ(s.code, StatusCode::invalid_argument);
+  EXPECT_NE(s.message.find("16-byte"), std::string::npos) << s.message;
+
+  std::vector<std::uint16_t> out;
+  std::vector<float> lse;
+  ASSERT_TRUE(dc->download(&out, &lse).ok());
+  for (std::uint16_t v : out) ASSERT_EQ(v, 0xFFFF) << "an output was written although plan() failed";
+}
+
+// The small suite scripts/gpu_run.sh runs under compute-sanitizer memcheck and racecheck.
+TEST(GpuSanitizer, SmallSuite) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (KvFormat f : kFormats) {
+    CaseSpec spec;
+    spec.kv_lens = {0, 1, 65, 200, 700};
+    spec.format = f;
+    spec.dist = Distribution::peaked;
+    spec.page_size = f == KvFormat::bf16 ? 0 : (f == KvFormat::fp8 ? 16 : 1);
+    spec.spare_rows = 64;
+    expect_correct(spec);
+  }
+}
+
+TEST(GpuDecode, WorkspaceTooSmallRejected) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  CaseSpec spec;
+  spec.kv_lens = {100, 200};
+  const HostInputs in = make_inputs(spec);
+  std::unique_ptr<DeviceCase> dc;
+  ASSERT_TRUE(upload(in, true, &dc).ok());
+  std::size_t bytes = 0;
+  ASSERT_TRUE(workspace_size(dc->problem(), Backend::cuda, &bytes).ok());
+  DeviceMemory ws;
+  ASSERT_TRUE(ws.allocate(bytes).ok());
+  Plan pl;
+  const Status s = plan(dc->problem(), Backend::cuda, ws.get(), bytes - 1, &pl);
+  EXPECT_EQ(s.code, StatusCode::workspace_too_small) << s.message;
+}
+
+TEST(GpuDecode, MultiTokenQueriesReportUnsupported) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  CaseSpec spec;
+  spec.kv_lens = {100, 200};
+  spec.s_q = 2;
+  const HostInputs in = make_inputs(spec);
+  std::unique_ptr<DeviceCase> dc;
+  ASSERT_TRUE(upload(in, true, &dc).ok());
+  std::size_t bytes = 0;
+  ASSERT_TRUE(workspace_size(dc->problem(), Backend::cuda, &bytes).ok());
+  DeviceMemory ws;
+  ASSERT_TRUE(ws.allocate(bytes).ok());
+  Plan pl;
+  const Status s = plan(dc->problem(), Backend::cuda, ws.get(), ws.size(), &pl);
+  EXPECT_EQ(s.code, StatusCode::unsupported) << s.message;
+}
+
+}  // namespace
+}  // namespace mla::testing

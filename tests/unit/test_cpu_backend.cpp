@@ -1,0 +1,266 @@
+// The CPU backend against the float64 reference (SPEC §3): every format, both distributions,
+// ragged and paged batches, s_q 1..4, NaN-poisoned outputs and spare rows.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/common/bf16.h"
+#include "mla/mla.h"
+#include "testing/compare.h"
+#include "testing/inputs.h"
+
+namespace mla {
+namespace {
+
+using testing::CaseSpec;
+using testing::Distribution;
+using testing::HostInputs;
+
+constexpr KvFormat kFormats[] = {KvFormat::bf16, KvFormat::fp8, KvFormat::mxfp4};
+
+struct CpuRun {
+  Status status;
+  Plan plan;
+  std::vector<std::uint16_t> out;
+  std::vector<float> lse;
+};
+
+// Plans and runs with NaN-filled out, lse and workspace.
+CpuRun run_cpu(const HostInputs& in, bool with_lse) {
+  CpuRun r;
+  r.out.assign(std::size_t(in.total_q) * kNumHeads * kValueDim, 0xFFFF);
+  if (with_lse) r.lse.assign(std::size_t(in.total_q) * kNumHeads, NAN);
+  const Problem p = in.problem(r.out.data(), with_lse ? r.lse.data() : nullptr);
+  std::size_t bytes = 0;
+  r.status = workspace_size(p, Backend::cpu, &bytes);
+  if (!r.status.ok()) return r;
+  std::vector<std::uint8_t> ws(bytes, 0xFF);  // NaN bytes: partials must be written before read
+  r.status = plan(p, Backend::cpu, ws.data(), bytes, &r.plan);
+  if (!r.status.ok()) return r;
+  r.status = run(p, r.plan);
+  return r;
+}
+
+// Runs the case and checks it against the reference; returns the plan for further checks.
+Plan check_case(const CaseSpec& spec, bool with_lse = true) {
+  SCOPED_TRACE(spec.name());
+  const HostInputs in = testing::make_inputs(spec);
+  const CpuRun r = run_cpu(in, with_lse);
+  EXPECT_TRUE(r.status.ok()) << r.status.message;
+  if (!r.status.ok()) return r.plan;
+  std::vector<std::uint16_t> scratch(r.out.size());
+  const testing::Reference ref = testing::reference_decode(in.problem(scratch.data(), nullptr));
+  // Every element written and finite; rows with no visible key are exact zeros / −inf.
+  std::int64_t nonfinite = 0, bad_empty = 0;
+  for (std::size_t row = 0; row < ref.lse.size(); ++row) {
+    const bool empty = std::isinf(ref.lse[row]);
+    for (int d = 0; d < kValueDim; ++d) {
+      const std::uint16_t o = r.out[row * kValueDim + std::size_t(d)];
+      if (!std::isfinite(bf16_to_float(o))) ++nonfinite;
+      if (empty && (o & 0x7FFF) != 0) ++bad_empty;
+    }
+    if (with_lse) {
+      if (empty ? r.lse[row] != -INFINITY : !std::isfinite(r.lse[row])) ++bad_empty;
+    }
+  }
+  EXPECT_EQ(nonfinite, 0);
+  EXPECT_EQ(bad_empty, 0);
+  const testing::Comparison c = testing::compare(r.out, r.lse, ref);
+  EXPECT_TRUE(c.ok()) << c.summary() << " — " << describe(r.plan);
+  return r.plan;
+}
+
+TEST(CpuBackend, UniformAllFormatsBothDistributions) {
+  for (KvFormat f : kFormats) {
+    for (Distribution d : {Distribution::challenge, Distribution::peaked}) {
+      CaseSpec spec = CaseSpec::uniform(3, 200, f);
+      spec.dist = d;
+      check_case(spec);
+    }
+  }
+}
+
+TEST(CpuBackend, RaggedWithSpareNanRows) {
+  for (KvFormat f : kFormats) {
+    for (Distribution d : {Distribution::challenge, Distribution::peaked}) {
+      CaseSpec spec;
+      spec.kv_lens = testing::ragged_lengths(8, 11, 700);  // 0, 1, 63, 64, 65, 127, 257, 700
+      spec.format = f;
+      spec.dist = d;
+      spec.spare_rows = 50;
+      check_case(spec);
+    }
+  }
+}
+
+TEST(CpuBackend, LongRequest8191) {
+  for (KvFormat f : kFormats) {
+    CaseSpec spec;
+    spec.kv_lens = {8191, 65, 0};
+    spec.format = f;
+    spec.dist = Distribution::peaked;
+    spec.spare_rows = 16;
+    const Plan pl = check_case(spec);
+    EXPECT_GE(pl.num_split_requests, 1) << describe(pl);
+  }
+}
+
+TEST(CpuBackend, PagedLayouts) {
+  for (KvFormat f : kFormats) {
+    for (int ps : {1, 16, 64}) {
+      for (bool flat : {false, true}) {
+        if (flat && ps != 1) continue;
+        CaseSpec spec;
+        spec.kv_lens = testing::ragged_lengths(6, 21 + std::uint64_t(ps), 300);
+        spec.format = f;
+        spec.dist = Distribution::peaked;
+        spec.page_size = ps;
+        spec.flat_page_table = flat;
+        spec.spare_rows = 100;
+        check_case(spec);
+      }
+    }
+  }
+}
+
+TEST(CpuBackend, Mxfp4ScaleStridesAndRoundings) {
+  for (std::int64_t stride : {18, 24}) {
+    for (Mxfp4Rounding rounding : {Mxfp4Rounding::rne, Mxfp4Rounding::legacy}) {
+      for (int ps : {0, 16}) {
+        CaseSpec spec;
+        spec.kv_lens = testing::ragged_lengths(6, 31, 400);
+        spec.format = KvFormat::mxfp4;
+        spec.scale_stride = stride;
+        spec.rounding = rounding;
+        spec.page_size = ps;
+        spec.dist = Distribution::peaked;
+        spec.spare_rows = 20;  // also poisons scale padding columns 18..23
+        check_case(spec);
+      }
+    }
+  }
+}
+
+TEST(CpuBackend, SeveralQueryTokensCausal) {
+  for (int s_q = 1; s_q <= kMaxSq; ++s_q) {
+    for (KvFormat f : kFormats) {
+      CaseSpec spec;
+      spec.kv_lens = {0, 1, 2, 3, 5, 64, 130};
+      spec.s_q = s_q;
+      spec.format = f;
+      spec.dist = Distribution::peaked;
+      spec.spare_rows = 10;
+      spec.page_size = s_q == 3 ? 16 : 0;
+      check_case(spec);
+    }
+  }
+}
+
+TEST(CpuBackend, WithoutLse) {
+  CaseSpec spec;
+  spec.kv_lens = {100, 0, 333};
+  spec.format = KvFormat::fp8;
+  spec.dist = Distribution::peaked;
+  check_case(spec, /*with_lse=*/false);
+}
+
+TEST(CpuBackend, SplitAndDirectItemsBothUsed) {
+  // One long request and many short ones: the long one is split (combine pass), short ones direct.
+  CaseSpec spec;
+  spec.kv_lens = {1500, 3, 70, 64, 0, 1};
+  spec.dist = Distribution::peaked;
+  const Plan pl = check_case(spec);
+  EXPECT_GE(pl.num_split_requests, 1) << describe(pl);
+  EXPECT_GT(pl.num_work_items, 6) << describe(pl);
+}
+
+TEST(CpuBackend, PlanFields) {
+  const HostInputs in = testing::make_inputs(CaseSpec::uniform(5, 130, KvFormat::bf16));
+  const CpuRun r = run_cpu(in, true);
+  ASSERT_TRUE(r.status.ok()) << r.status.message;
+  EXPECT_EQ(r.plan.backend, Backend::cpu);
+  EXPECT_EQ(r.plan.batch, 5);
+  EXPECT_EQ(r.plan.s_q, 1);
+  EXPECT_EQ(r.plan.total_q, 5);
+  EXPECT_EQ(r.plan.total_kv, 650);
+  EXPECT_GE(r.plan.num_work_items, 5);
+  EXPECT_GE(r.plan.grid, 1);
+  EXPECT_GT(r.plan.tokens_per_split, 0);
+  EXPECT_EQ(r.plan.tokens_per_split % 64, 0);
+  EXPECT_NE(r.plan.workspace, nullptr);
+  EXPECT_GT(r.plan.workspace_bytes, 0u);
+  EXPECT_NE(describe(r.plan).find("cpu"), std::string::npos);
+}
+
+TEST(CpuBackend, WorkspaceTooSmall) {
+  const HostInputs in = testing::make_inputs(CaseSpec::uniform(4, 100, KvFormat::fp8));
+  std::vector<std::uint16_t> out(std::size_t(in.total_q) * kNumHeads * kValueDim);
+  const Problem p = in.problem(out.data(), nullptr);
+  std::size_t bytes = 0;
+  ASSERT_TRUE(workspace_size(p, Backend::cpu, &bytes).ok());
+  ASSERT_GT(bytes, 0u);
+  std::vector<std::uint8_t> ws(bytes);
+  Plan pl;
+  const Status s = plan(p, Backend::cpu, ws.data(), bytes - 1, &pl);
+  EXPECT_EQ(s.code, StatusCode::workspace_too_small);
+  EXPECT_FALSE(s.message.empty());
+  EXPECT_EQ(plan(p, Backend::cpu, nullptr, bytes, &pl).code, StatusCode::invalid_argument);
+  // Enough: works, and the size does not depend on lengths.
+  EXPECT_TRUE(plan(p, Backend::cpu, ws.data(), bytes, &pl).ok());
+  const HostInputs longer = testing::make_inputs(CaseSpec::uniform(4, 1000, KvFormat::fp8));
+  std::size_t bytes2 = 0;
+  ASSERT_TRUE(workspace_size(longer.problem(out.data(), nullptr), Backend::cpu, &bytes2).ok());
+  EXPECT_EQ(bytes, bytes2);
+}
+
+TEST(CpuBackend, StalePlanIsRejected) {
+  const HostInputs in = testing::make_inputs(CaseSpec::uniform(3, 100, KvFormat::bf16));
+  std::vector<std::uint16_t> out(std::size_t(in.total_q) * kNumHeads * kValueDim);
+  Problem p = in.problem(out.data(), nullptr);
+  std::size_t bytes = 0;
+  ASSERT_TRUE(workspace_size(p, Backend::cpu, &bytes).ok());
+  std::vector<std::uint8_t> ws(bytes);
+  Plan pl;
+  ASSERT_TRUE(plan(p, Backend::cpu, ws.data(), bytes, &pl).ok());
+  std::vector<std::int32_t> shorter = {0, 100, 200, 250};
+  p.kv_indptr = shorter.data();
+  EXPECT_EQ(run(p, pl).code, StatusCode::invalid_argument);
+}
+
+TEST(CpuBackend, RunsAreBitIdentical) {
+  CaseSpec spec;
+  spec.kv_lens = testing::ragged_lengths(7, 41, 900);
+  spec.format = KvFormat::mxfp4;
+  spec.dist = Distribution::peaked;
+  spec.s_q = 2;
+  spec.page_size = 64;
+  spec.spare_rows = 64;
+  const HostInputs in = testing::make_inputs(spec);
+  const CpuRun a = run_cpu(in, true);
+  const CpuRun b = run_cpu(in, true);
+  ASSERT_TRUE(a.status.ok() && b.status.ok());
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)), 0);
+  // The same plan run twice into fresh NaN buffers.
+  std::vector<std::uint16_t> out(a.out.size(), 0xFFFF);
+  std::vector<float> lse(a.lse.size(), NAN);
+  const Problem p = in.problem(out.data(), lse.data());
+  std::size_t bytes = 0;
+  ASSERT_TRUE(workspace_size(p, Backend::cpu, &bytes).ok());
+  std::vector<std::uint8_t> ws(bytes, 0xFF);
+  Plan pl;
+  ASSERT_TRUE(plan(p, Backend::cpu, ws.data(), bytes, &pl).ok());
+  for (int rep = 0; rep < 2; ++rep) {
+    std::fill(out.begin(), out.end(), std::uint16_t(0xFFFF));
+    std::fill(lse.begin(), lse.end(), NAN);
+    ASSERT_TRUE(run(p, pl).ok());
+    EXPECT_EQ(out, a.out);
+    EXPECT_EQ(std::memcmp(lse.data(), a.lse.data(), lse.size() * sizeof(float)), 0);
+  }
+}
+
+}  // namespace
+}  // namespace mla

@@ -1,0 +1,148 @@
+// The planner's work list and workspace layout (src/host/planner.h).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "host/planner.h"
+#include "testing/inputs.h"
+
+namespace mla {
+namespace {
+
+void check_work_list(const std::vector<std::int32_t>& lens, int target, int tile) {
+  SCOPED_TRACE("batch " + std::to_string(lens.size()) + " target " + std::to_string(target) + " tile " +
+               std::to_string(tile));
+  const int batch = int(lens.size());
+  const WorkList wl = build_work_list(lens, target, tile);
+  ASSERT_EQ(wl.splits.size(), lens.size());
+  EXPECT_LE(int(wl.items.size()), batch + target);
+  EXPECT_GT(wl.tokens_per_split, 0);
+  EXPECT_EQ(wl.tokens_per_split % tile, 0);
+
+  // Longest first.
+  for (std::size_t i = 1; i < wl.items.size(); ++i) {
+    EXPECT_GE(wl.items[i - 1].kv_end - wl.items[i - 1].kv_begin, wl.items[i].kv_end - wl.items[i].kv_begin);
+  }
+
+  std::map<int, std::vector<WorkItem>> by_request;
+  std::set<int> partials;
+  for (const WorkItem& it : wl.items) {
+    ASSERT_GE(it.request, 0);
+    ASSERT_LT(it.request, batch);
+    EXPECT_LE(it.kv_end - it.kv_begin, wl.tokens_per_split);
+    by_request[it.request].push_back(it);
+    if (it.partial >= 0) {
+      EXPECT_TRUE(partials.insert(it.partial).second) << "partial slot used twice: " << it.partial;
+    }
+  }
+  // Partial slots are exactly 0 .. num_partials-1.
+  EXPECT_EQ(int(partials.size()), wl.num_partials);
+  if (!partials.empty()) {
+    EXPECT_EQ(*partials.begin(), 0);
+    EXPECT_EQ(*partials.rbegin(), wl.num_partials - 1);
+  }
+
+  int split_requests = 0;
+  for (int b = 0; b < batch; ++b) {
+    SCOPED_TRACE("request " + std::to_string(b) + " length " + std::to_string(lens[std::size_t(b)]));
+    auto items = by_request[b];
+    ASSERT_FALSE(items.empty()) << "request without a work item";
+    std::sort(items.begin(), items.end(), [](const WorkItem& a, const WorkItem& c) { return a.kv_begin < c.kv_begin; });
+    const RequestSplit split = wl.splits[std::size_t(b)];
+    if (lens[std::size_t(b)] == 0) {
+      ASSERT_EQ(items.size(), 1u);
+      EXPECT_EQ(items[0].kv_begin, 0);
+      EXPECT_EQ(items[0].kv_end, 0);
+      EXPECT_EQ(items[0].partial, -1);
+      EXPECT_EQ(split.num_partials, 0);
+      continue;
+    }
+    // Every token exactly once: consecutive, non-empty ranges from 0 to L.
+    std::int32_t at = 0;
+    for (const WorkItem& it : items) {
+      EXPECT_EQ(it.kv_begin, at);
+      EXPECT_GT(it.kv_end, it.kv_begin);
+      at = it.kv_end;
+    }
+    EXPECT_EQ(at, lens[std::size_t(b)]);
+    if (items.size() == 1) {
+      EXPECT_EQ(items[0].partial, -1);
+      EXPECT_EQ(split.num_partials, 0);
+    } else {
+      ++split_requests;
+      EXPECT_EQ(split.num_partials, int(items.size()));
+      for (std::size_t j = 0; j < items.size(); ++j) {
+        EXPECT_GE(items[j].partial, split.first_partial);
+        EXPECT_LT(items[j].partial, split.first_partial + split.num_partials);
+        // Split boundaries fall on tiles.
+        EXPECT_EQ(items[j].kv_begin % tile, 0);
+      }
+    }
+  }
+  EXPECT_EQ(split_requests, wl.num_split_requests);
+
+  // The layout for this batch holds the list, whatever the lengths.
+  for (int s_q = 1; s_q <= kMaxSq; ++s_q) {
+    const WorkspaceLayout w = workspace_layout(batch, s_q, target);
+    EXPECT_LE(int(wl.items.size()), w.max_items);
+    EXPECT_LE(wl.num_partials, w.max_partials);
+  }
+}
+
+TEST(Planner, CoversEveryTokenOnce) {
+  const std::vector<std::vector<std::int32_t>> cases = {
+      {0},
+      {1},
+      {8191},
+      {0, 0, 0},
+      {64, 64, 64, 64},
+      {1024, 1024, 1024, 1024},
+      testing::ragged_lengths(12, 1),
+      testing::ragged_lengths(40, 2),
+      testing::ragged_lengths(256, 3, 1 << 14),
+      std::vector<std::int32_t>(256, 8192),
+      {100000, 1, 0, 5},
+  };
+  for (const auto& lens : cases) {
+    for (int target : {1, 2, 8, 64, 528}) {
+      for (int tile : {1, 16, 64}) check_work_list(lens, target, tile);
+    }
+  }
+}
+
+TEST(Planner, SplitsLongRequestsWhenTheMachineIsIdle) {
+  const WorkList wl = build_work_list(std::vector<std::int32_t>{8192}, 64, 64);
+  EXPECT_EQ(wl.num_split_requests, 1);
+  EXPECT_GT(wl.num_partials, 1);
+  const WorkList one = build_work_list(std::vector<std::int32_t>(64, 64), 64, 64);
+  EXPECT_EQ(one.num_split_requests, 0);
+  EXPECT_EQ(one.items.size(), 64u);
+}
+
+TEST(Planner, WorkspaceLayoutBounds) {
+  for (int batch : {1, 3, 64, 256, 1000}) {
+    for (int s_q = 1; s_q <= kMaxSq; ++s_q) {
+      for (int target : {0, 1, 8, 528}) {
+        const WorkspaceLayout w = workspace_layout(batch, s_q, target);
+        EXPECT_EQ(w.max_items, batch + std::max(target, 1));
+        EXPECT_GE(w.max_partials, w.max_items);
+        for (std::size_t off :
+             {w.items_offset, w.splits_offset, w.partial_o_offset, w.partial_lse_offset, w.total_bytes}) {
+          EXPECT_EQ(off % 256, 0u);
+        }
+        EXPECT_GE(w.splits_offset, w.items_offset + sizeof(WorkItem) * std::size_t(w.max_items));
+        EXPECT_GE(w.partial_o_offset, w.splits_offset + sizeof(RequestSplit) * std::size_t(batch));
+        const std::size_t rows = std::size_t(w.max_partials) * std::size_t(s_q) * kNumHeads;
+        EXPECT_GE(w.partial_lse_offset, w.partial_o_offset + sizeof(float) * rows * kValueDim);
+        EXPECT_GE(w.total_bytes, w.partial_lse_offset + sizeof(float) * rows);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mla

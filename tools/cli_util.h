@@ -1,0 +1,60 @@
+// Small helpers shared by the CLI subcommands: option parsing, lists, JSON text, run metadata.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mla/mla.h"
+#include "testing/inputs.h"
+
+namespace mla::tools {
+
+// Thrown by the parsers below; the subcommands catch it, print "mla <cmd>: <message>" and exit 2.
+struct UsageError {
+  std::string message;
+};
+
+// Iterates argv[first..argc) as "--name value" or "--name=value" options.
+class Args {
+ public:
+  Args(int argc, char** argv, int first);
+  bool done() const { return i_ >= argc_; }
+  // The next argument's option name ("--reps"); a positional argument is returned as is.
+  std::string next();
+  // The value of the option just returned by next() (the "=value" part or the following argument).
+  std::string value();
+  // For flags: an error when "--flag=value" was given.
+  void no_value();
+
+ private:
+  int argc_;
+  char** argv_;
+  int i_;
+  std::string name_;
+  std::optional<std::string> inline_value_;
+};
+
+std::vector<std::string> split(const std::string& s, char sep);
+long long parse_int(const std::string& what, const std::string& text, long long lo, long long hi);
+std::vector<KvFormat> parse_formats(const std::string& text);            // "bf16,fp8,mxfp4" (or "all")
+std::vector<std::pair<int, int>> parse_shapes(const std::string& text);  // "4x1024,32x8192"
+testing::Distribution parse_dist(const std::string& text);               // challenge | peaked
+Backend parse_backend(const std::string& text);                          // cpu | cuda
+const char* dist_name(testing::Distribution d);
+
+// JSON text: a quoted, escaped string; a number (NaN/inf → null).
+std::string json_str(const std::string& s);
+std::string json_num(double v);
+std::string json_int(long long v);
+
+std::string iso_date_utc();   // "2026-11-29T15:04:05Z"
+std::string git_commit();     // $MLA_COMMIT, else `git rev-parse --short HEAD`, else "unknown"
+std::string host_cpu_name();  // /proc/cpuinfo "model name", else "unknown"
+
+// Geometric mean of the positive finite values (NaN when there are none).
+double geomean(const std::vector<double>& v);
+
+}  // namespace mla::tools

@@ -1,0 +1,428 @@
+// `mla bench`: SPEC §4's speed suite (or a short CPU suite), correctness first, then timing.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_case.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "testing/gpu_timing.h"
+#include "testing/inputs.h"
+
+namespace mla::tools {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+const char* kBenchHelp = R"HELP(usage: mla bench [options]
+
+Runs the speed suite: per case a correctness check against the float64 reference, then timing.
+Default: on a GPU (sm_90) SPEC §4's 24 cases, batch {4,32,64,256} x kv {1024,8192} x
+{bf16,fp8,mxfp4} on the cuda backend; without one a short cpu-backend suite
+(batch {1,4} x kv {512,2048} x 3 formats).
+
+GPU timing (SPEC §4), per rep from a cold L2 (256 MiB memset, then synchronize):
+  call     event A, mla::run (host work included), event B
+  device   the same behind a short spin kernel, so A->B is GPU time only
+  floor    a plain streaming read of the case's KV bytes, timed both ways
+CPU timing: wall time per mla::run call.
+
+options:
+  --backend cpu|cuda     backend (default: cuda when a GPU is usable, else cpu)
+  --format LIST          formats, comma separated: bf16,fp8,mxfp4 (default all)
+  --shapes LIST          BATCHxKV list, e.g. 4x1024,32x8192 (default: the suite of the backend)
+  --ragged               ragged lengths up to KV (seeded) instead of uniform KV
+  --paged N              paged KV cache, page size 1, 16 or 64 (default contiguous)
+  --dist challenge|peaked  input distribution (default challenge)
+  --reps N               timed reps per mode (default 100 on cuda, >= 50 per SPEC; 10 on cpu)
+  --check-requests N     requests checked against the reference per case (default 8, spread
+                         over the batch; all of them when the batch is smaller)
+  --seed N               input seed (default 1)
+  --json FILE            also write the results as JSON
+  --help                 this text
+
+Exit status: 0 when every case ran and passed (relerr <= 4e-3, LSE within 1e-4, no NaN),
+1 otherwise, 2 on a usage error.
+)HELP";
+
+struct Options {
+  std::optional<Backend> backend;
+  std::vector<KvFormat> formats{KvFormat::bf16, KvFormat::fp8, KvFormat::mxfp4};
+  std::vector<std::pair<int, int>> shapes;
+  bool ragged = false;
+  int page_size = 0;
+  testing::Distribution dist = testing::Distribution::challenge;
+  int reps = 0;
+  int check_requests = 8;
+  std::uint64_t seed = 1;
+  std::string json;
+  bool help = false;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  Args a(argc, argv, 1);
+  while (!a.done()) {
+    const std::string k = a.next();
+    if (k == "--help" || k == "-h") {
+      o.help = true;
+    } else if (k == "--backend") {
+      o.backend = parse_backend(a.value());
+    } else if (k == "--format" || k == "--formats") {
+      o.formats = parse_formats(a.value());
+    } else if (k == "--shapes" || k == "--shape") {
+      o.shapes = parse_shapes(a.value());
+    } else if (k == "--ragged") {
+      a.no_value();
+      o.ragged = true;
+    } else if (k == "--paged") {
+      o.page_size = int(parse_int("--paged", a.value(), 0, 64));
+      if (o.page_size != 0 && o.page_size != 1 && o.page_size != 16 && o.page_size != 64) {
+        throw UsageError{"--paged: page size must be 1, 16 or 64"};
+      }
+    } else if (k == "--dist") {
+      o.dist = parse_dist(a.value());
+    } else if (k == "--reps") {
+      o.reps = int(parse_int("--reps", a.value(), 1, 100000));
+    } else if (k == "--check-requests") {
+      o.check_requests = int(parse_int("--check-requests", a.value(), 1, 1 << 20));
+    } else if (k == "--seed") {
+      o.seed = std::uint64_t(parse_int("--seed", a.value(), 0, std::numeric_limits<long long>::max()));
+    } else if (k == "--json") {
+      o.json = a.value();
+      if (o.json.empty()) throw UsageError{"--json: empty file name"};
+    } else {
+      throw UsageError{"unknown option '" + k + "' (see mla bench --help)"};
+    }
+  }
+  return o;
+}
+
+struct Row {
+  KvFormat format = KvFormat::bf16;
+  int batch = 0;
+  int kv_len = 0;
+  std::string layout;
+  bool ran = false;     // correctness check and timing completed
+  bool passed = false;  // ran and correct
+  std::string error;    // why not
+  testing::Stats call;
+  testing::Stats device;
+  testing::GpuTiming floor;
+  bool has_floor = false;
+  double spin_us = kNaN;
+  int unhidden_reps = 0;
+  std::int64_t kv_bytes = 0;
+  double relerr = kNaN;
+  double relerr_worst_request = kNaN;
+  double lse_max_abs = kNaN;
+  int requests_checked = 0;
+  std::string plan;
+
+  double time_us() const { return device.reps ? device.mean_us : call.mean_us; }
+  double gbps() const { return ran ? double(kv_bytes) / time_us() / 1e3 : kNaN; }
+  double ratio() const { return ran && has_floor ? device.mean_us / floor.device.mean_us : kNaN; }
+};
+
+std::string layout_name(const Options& o) {
+  std::string s = o.ragged ? "ragged" : "uniform";
+  if (o.page_size) s += " paged" + std::to_string(o.page_size);
+  return s;
+}
+
+std::string fmt(const char* f, double v) {
+  if (!std::isfinite(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+void print_header() {
+  std::printf("%-6s %6s %6s %10s %10s %10s %8s %7s %9s\n", "format", "batch", "kv", "call µs", "device µs", "floor µs",
+              "GB/s", "×floor", "relerr");
+}
+
+void print_row(const Row& r) {
+  std::printf("%-6s %6d %6d %10s %10s %10s %8s %7s %9s", to_string(r.format), r.batch, r.kv_len,
+              fmt("%.1f", r.ran ? r.call.mean_us : kNaN).c_str(),
+              fmt("%.1f", r.ran && r.device.reps ? r.device.mean_us : kNaN).c_str(),
+              fmt("%.1f", r.has_floor ? r.floor.device.mean_us : kNaN).c_str(),
+              fmt(r.gbps() < 10 ? "%.3f" : "%.0f", r.gbps()).c_str(), fmt("%.2f", r.ratio()).c_str(),
+              fmt("%.2e", r.relerr).c_str());
+  if (!r.passed) std::printf("  FAIL: %s", r.error.c_str());
+  if (r.unhidden_reps) std::printf("  (spin hid the host work in only %d reps)", r.device.reps - r.unhidden_reps);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+struct Geo {
+  int cases = 0;
+  double call_us = kNaN, device_us = kNaN, floor_device_us = kNaN, ratio = kNaN;
+};
+
+Geo geo_of(const std::vector<Row>& rows, KvFormat f) {
+  std::vector<double> call, dev, floor, ratio;
+  Geo g;
+  for (const Row& r : rows) {
+    if (r.format != f || !r.ran) continue;
+    ++g.cases;
+    call.push_back(r.call.mean_us);
+    if (r.device.reps) dev.push_back(r.device.mean_us);
+    if (r.has_floor) floor.push_back(r.floor.device.mean_us);
+    ratio.push_back(r.ratio());
+  }
+  g.call_us = geomean(call);
+  g.device_us = geomean(dev);
+  g.floor_device_us = geomean(floor);
+  g.ratio = geomean(ratio);
+  return g;
+}
+
+Row run_case(const Options& o, Backend backend, testing::GpuTimer* timer, KvFormat format, int batch, int kv_len,
+             int reps) {
+  Row r;
+  r.format = format;
+  r.batch = batch;
+  r.kv_len = kv_len;
+  r.layout = layout_name(o);
+  try {
+    testing::CaseSpec spec = testing::CaseSpec::uniform(batch, kv_len, format);
+    if (o.ragged) spec.kv_lens = testing::ragged_lengths(batch, o.seed, kv_len);
+    spec.dist = o.dist;
+    spec.page_size = o.page_size;
+    spec.seed = o.seed;
+    const testing::HostInputs in = testing::make_inputs(spec);
+    r.kv_bytes = in.kv_bytes_read();
+
+    std::unique_ptr<PreparedCase> pc;
+    Status s = PreparedCase::prepare(in, backend, timer, &pc);
+    if (!s.ok()) {
+      r.error = s.message;
+      return r;
+    }
+    r.plan = describe(pc->plan());
+    const CheckResult c = pc->check(o.check_requests);
+    if (!c.status.ok()) {
+      r.error = c.status.message;
+      return r;
+    }
+    r.relerr = c.cmp.relerr;
+    r.relerr_worst_request = c.worst_request_relerr;
+    r.lse_max_abs = c.cmp.lse_max_abs;
+    r.requests_checked = c.requests_checked;
+
+    if (backend == Backend::cuda) {
+      testing::GpuTiming t;
+      s = timer->time_call([&pc](void* stream) { return pc->run(stream); }, reps, &t);
+      if (s.ok()) s = timer->time_floor(r.kv_bytes, reps, &r.floor);
+      if (!s.ok()) {
+        r.error = s.message;
+        return r;
+      }
+      r.call = t.call;
+      r.device = t.device;
+      r.spin_us = t.spin_us;
+      r.unhidden_reps = t.unhidden_reps;
+      r.has_floor = true;
+    } else {
+      s = pc->run(nullptr);  // warm-up
+      std::vector<double> us;
+      for (int i = 0; i < reps && s.ok(); ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        s = pc->run(nullptr);
+        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      }
+      if (!s.ok()) {
+        r.error = s.message;
+        return r;
+      }
+      r.call = testing::summarize(us);
+    }
+    r.ran = true;
+    r.passed = c.passed();
+    if (!r.passed) r.error = c.failure();
+  } catch (const std::exception& e) {
+    r.error = std::string("exception: ") + e.what();
+  }
+  return r;
+}
+
+void write_json(const std::string& path, const Options& o, Backend backend, const testing::GpuInfo& gpu, int reps,
+                const std::vector<Row>& rows, bool all_passed) {
+  std::ofstream f(path);
+  if (!f) throw UsageError{"--json: cannot write '" + path + "'"};
+  const bool cuda = backend == Backend::cuda;
+  f << "{\n";
+  f << "  \"gpu\": " << json_str(cuda ? gpu.name : "cpu") << ",\n";
+  f << "  \"commit\": " << json_str(git_commit()) << ",\n";
+  f << "  \"date\": " << json_str(iso_date_utc()) << ",\n";
+  f << "  \"backend\": " << json_str(to_string(backend)) << ",\n";
+  f << "  \"driver\": "
+    << json_str(cuda ? (gpu.driver_release.empty()
+                            ? "CUDA driver API " + testing::cuda_version_string(gpu.driver_version)
+                            : gpu.driver_release)
+                     : "none")
+    << ",\n";
+  f << "  \"cuda_driver\": " << json_str(cuda ? testing::cuda_version_string(gpu.driver_version) : "none") << ",\n";
+  f << "  \"cuda_runtime\": " << json_str(cuda ? testing::cuda_version_string(gpu.runtime_version) : "none") << ",\n";
+  f << "  \"sm_count\": " << (cuda ? json_int(gpu.sm_count) : "null") << ",\n";
+  f << "  \"host_cpu\": " << json_str(host_cpu_name()) << ",\n";
+  f << "  \"reps\": " << reps << ",\n";
+  f << "  \"dist\": " << json_str(dist_name(o.dist)) << ",\n";
+  f << "  \"layout\": " << json_str(layout_name(o)) << ",\n";
+  f << "  \"seed\": " << o.seed << ",\n";
+  f << "  \"timing\": "
+    << json_str(cuda ? "cold L2 (256 MiB memset + sync) per rep; call: events around mla::run; device: same behind "
+                       "a spin kernel; floor: 4x16B/thread streaming read of kv_bytes; times are means in us"
+                     : "wall time per mla::run call in us")
+    << ",\n";
+  f << "  \"all_passed\": " << (all_passed ? "true" : "false") << ",\n";
+  f << "  \"cases\": [";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    const auto num = [&](double v) { return r.ran ? json_num(v) : std::string("null"); };
+    const auto gnum = [&](double v) { return r.ran && cuda ? json_num(v) : std::string("null"); };
+    f << (i ? ",\n" : "\n") << "    {";
+    f << "\"format\": " << json_str(to_string(r.format)) << ", \"batch\": " << r.batch << ", \"kv_len\": " << r.kv_len
+      << ", \"layout\": " << json_str(r.layout);
+    f << ", \"call_us\": " << num(r.call.mean_us) << ", \"call_us_median\": " << num(r.call.median_us);
+    f << ", \"device_us\": " << gnum(r.device.mean_us) << ", \"device_us_median\": " << gnum(r.device.median_us);
+    f << ", \"floor_call_us\": " << (r.has_floor ? json_num(r.floor.call.mean_us) : "null")
+      << ", \"floor_device_us\": " << (r.has_floor ? json_num(r.floor.device.mean_us) : "null");
+    f << ", \"kv_bytes\": " << r.kv_bytes << ", \"gbps\": " << json_num(r.gbps())
+      << ", \"ratio_to_floor\": " << json_num(r.ratio());
+    f << ", \"relerr\": " << json_num(r.relerr) << ", \"relerr_requests_checked\": " << r.requests_checked
+      << ", \"relerr_worst_request\": " << json_num(r.relerr_worst_request)
+      << ", \"lse_max_abs\": " << json_num(r.lse_max_abs);
+    f << ", \"spin_us\": " << json_num(r.spin_us) << ", \"unhidden_reps\": " << r.unhidden_reps;
+    f << ", \"passed\": " << (r.passed ? "true" : "false") << ", \"error\": " << json_str(r.error);
+    f << ", \"plan\": " << json_str(r.plan) << "}";
+  }
+  f << "\n  ],\n";
+  f << "  \"geomean\": {";
+  bool first = true;
+  for (KvFormat fm : o.formats) {
+    const Geo g = geo_of(rows, fm);
+    f << (first ? "\n" : ",\n") << "    " << json_str(to_string(fm)) << ": {\"cases\": " << g.cases
+      << ", \"call_us\": " << json_num(g.call_us) << ", \"device_us\": " << json_num(g.device_us)
+      << ", \"floor_device_us\": " << json_num(g.floor_device_us) << ", \"ratio_to_floor\": " << json_num(g.ratio)
+      << "}";
+    first = false;
+  }
+  f << "\n  }\n}\n";
+  if (!f) throw UsageError{"--json: error writing '" + path + "'"};
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  Options o;
+  try {
+    o = parse(argc, argv);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "mla bench: %s\n", e.message.c_str());
+    return 2;
+  }
+  if (o.help) {
+    std::fputs(kBenchHelp, stdout);
+    return 0;
+  }
+  const bool have_gpu = cuda_available();
+  const Backend backend = o.backend.value_or(have_gpu ? Backend::cuda : Backend::cpu);
+  const testing::GpuInfo gpu = testing::gpu_info();
+  std::unique_ptr<testing::GpuTimer> timer;
+  if (backend == Backend::cuda) {
+    if (!have_gpu) {
+      std::fprintf(stderr, "mla bench: --backend cuda: no usable sm_90 GPU (%s)\n",
+                   gpu.available ? (gpu.name + " is not compute capability 9.0").c_str() : gpu.error.c_str());
+      return 1;
+    }
+    const Status s = testing::GpuTimer::create(&timer);
+    if (!s.ok()) {
+      std::fprintf(stderr, "mla bench: cannot set up GPU timing: %s\n", s.message.c_str());
+      return 1;
+    }
+  }
+  if (o.shapes.empty()) {
+    if (backend == Backend::cuda) {
+      for (int b : {4, 32, 64, 256}) {
+        for (int kv : {1024, 8192}) o.shapes.emplace_back(b, kv);
+      }
+    } else {
+      for (int b : {1, 4}) {
+        for (int kv : {512, 2048}) o.shapes.emplace_back(b, kv);
+      }
+    }
+  }
+  const int reps = o.reps ? o.reps : (backend == Backend::cuda ? 100 : 10);
+  if (backend == Backend::cuda && reps < 50) {
+    std::fprintf(stderr, "mla bench: warning: --reps %d is below the 50 reps SPEC §4 asks for\n", reps);
+  }
+
+  if (backend == Backend::cuda) {
+    std::printf("backend cuda: %s, %d SMs, L2 %.0f MB, driver %s, CUDA driver %s, runtime %s\n", gpu.name.c_str(),
+                gpu.sm_count, double(gpu.l2_bytes) / 1e6, gpu.driver_release.empty() ? "?" : gpu.driver_release.c_str(),
+                testing::cuda_version_string(gpu.driver_version).c_str(),
+                testing::cuda_version_string(gpu.runtime_version).c_str());
+  } else {
+    std::printf("backend cpu: %s\n", host_cpu_name().c_str());
+  }
+  std::printf("%s, %s, s_q 1, %d reps%s; times are means\n", dist_name(o.dist), layout_name(o).c_str(), reps,
+              backend == Backend::cuda ? ", cold L2" : "");
+  print_header();
+
+  std::vector<Row> rows;
+  const int total = int(o.formats.size() * o.shapes.size());
+  int index = 0;
+  for (KvFormat f : o.formats) {
+    for (const auto& [batch, kv] : o.shapes) {
+      ++index;
+      std::fprintf(stderr, "[%d/%d] %s b%d kv%d ...\n", index, total, to_string(f), batch, kv);
+      rows.push_back(run_case(o, backend, timer.get(), f, batch, kv, reps));
+      print_row(rows.back());
+    }
+  }
+
+  bool all_passed = true;
+  for (const Row& r : rows) all_passed = all_passed && r.passed;
+  std::printf("\ngeomean per format (means, µs):\n");
+  std::printf("%-6s %6s %10s %10s %10s %8s\n", "format", "cases", "call", "device", "floor", "×floor");
+  for (KvFormat f : o.formats) {
+    const Geo g = geo_of(rows, f);
+    std::printf("%-6s %6d %10s %10s %10s %8s\n", to_string(f), g.cases, fmt("%.1f", g.call_us).c_str(),
+                fmt("%.1f", g.device_us).c_str(), fmt("%.1f", g.floor_device_us).c_str(), fmt("%.2f", g.ratio).c_str());
+  }
+  int failed = 0;
+  for (const Row& r : rows) failed += !r.passed;
+  std::printf("\n%d of %zu cases passed%s\n", int(rows.size()) - failed, rows.size(), failed ? " — FAILED" : "");
+  bool sampled = false;
+  for (const Row& r : rows) sampled = sampled || (r.requests_checked && r.requests_checked < r.batch);
+  if (sampled) {
+    std::printf(
+        "relerr of batches above %d requests: over %d requests spread over the batch "
+        "(relerr_requests_checked in the JSON)\n",
+        o.check_requests, o.check_requests);
+  }
+
+  if (!o.json.empty()) {
+    try {
+      write_json(o.json, o, backend, gpu, reps, rows, all_passed);
+      std::fprintf(stderr, "wrote %s\n", o.json.c_str());
+    } catch (const UsageError& e) {
+      std::fprintf(stderr, "mla bench: %s\n", e.message.c_str());
+      return 1;
+    }
+  }
+  return all_passed ? 0 : 1;
+}
+
+}  // namespace mla::tools
