@@ -19,11 +19,11 @@
 
 namespace mla {
 
-inline constexpr int kNumHeads = 16;     // query heads
-inline constexpr int kHeadDim = 576;     // query/key width (latent + rope)
-inline constexpr int kValueDim = 512;    // value/output width (the latent part)
-inline constexpr int kMaxSq = 4;         // query tokens per request (decode + MTP)
-inline constexpr int kMxfp4Block = 32;   // elements per E8M0 scale
+inline constexpr int kNumHeads = 16;                               // query heads
+inline constexpr int kHeadDim = 576;                               // query/key width (latent + rope)
+inline constexpr int kValueDim = 512;                              // value/output width (the latent part)
+inline constexpr int kMaxSq = 4;                                   // query tokens per request (decode + MTP)
+inline constexpr int kMxfp4Block = 32;                             // elements per E8M0 scale
 inline constexpr int kMxfp4ScalesPerRow = kHeadDim / kMxfp4Block;  // 18
 
 enum class KvFormat : int { bf16 = 0, fp8 = 1, mxfp4 = 2 };
@@ -36,11 +36,11 @@ const char* to_string(Backend backend);
 
 enum class StatusCode : int {
   ok = 0,
-  invalid_argument,       // malformed problem description
-  unsupported,            // well formed, but this backend does not do it (yet)
-  workspace_too_small,    // caller's workspace smaller than workspace_size()
-  cuda_error,             // a CUDA runtime call failed
-  no_device,              // Backend::cuda asked for, no usable GPU
+  invalid_argument,     // malformed problem description
+  unsupported,          // well formed, but this backend does not do it (yet)
+  workspace_too_small,  // caller's workspace smaller than workspace_size()
+  cuda_error,           // a CUDA runtime call failed
+  no_device,            // Backend::cuda asked for, no usable GPU
 };
 
 struct Status {
@@ -53,11 +53,11 @@ struct Status {
 // The KV cache: `rows` physical rows of 576 elements in `format`.
 struct KvCache {
   KvFormat format = KvFormat::bf16;
-  const void* data = nullptr;          // [rows × row_stride_bytes]; first kv_row_bytes(format) bytes of a row used
-  std::int64_t rows = 0;               // physical rows in `data` (bounds every access)
-  std::int64_t row_stride_bytes = 0;   // ≥ kv_row_bytes(format)
-  float fp8_scale = 1.0f;              // fp8 only: value = e4m3 · fp8_scale (finite, > 0)
-  const std::uint8_t* scales = nullptr;   // mxfp4 only: [rows × scale_stride] E8M0, first 18 columns used
+  const void* data = nullptr;            // [rows × row_stride_bytes]; first kv_row_bytes(format) bytes of a row used
+  std::int64_t rows = 0;                 // physical rows in `data` (bounds every access)
+  std::int64_t row_stride_bytes = 0;     // ≥ kv_row_bytes(format)
+  float fp8_scale = 1.0f;                // fp8 only: value = e4m3 · fp8_scale (finite, > 0)
+  const std::uint8_t* scales = nullptr;  // mxfp4 only: [rows × scale_stride] E8M0, first 18 columns used
   std::int64_t scale_stride = kMxfp4ScalesPerRow;  // mxfp4 only: ≥ 18 (aiter: 18 or 24)
 };
 
@@ -69,24 +69,24 @@ struct KvCache {
 // or, when page_table_stride == 0 (page_size 1 only; FlashInfer/aiter kv_indices),
 // page_base(b) = kv_indptr[b].
 struct Paging {
-  int page_size = 0;                      // 0 (contiguous), 1, 16 or 64
+  int page_size = 0;                         // 0 (contiguous), 1, 16 or 64
   const std::int32_t* page_table = nullptr;  // [page_table_entries] int32 page indices
-  std::int64_t page_table_entries = 0;    // length of page_table (bounds every access)
-  std::int64_t page_table_stride = 0;     // entries per request; 0 = flat kv_indices (page_size 1)
+  std::int64_t page_table_entries = 0;       // length of page_table (bounds every access)
+  std::int64_t page_table_stride = 0;        // entries per request; 0 = flat kv_indices (page_size 1)
 };
 
 struct Problem {
-  int batch = 0;                          // B ≥ 1 requests
-  int s_q = 1;                            // query tokens per request, 1..4
-  const std::uint16_t* q = nullptr;       // [total_q × 16 × 576] bf16 bits, total_q = B · s_q
-  std::int64_t total_q = 0;               // rows of q / out / lse
+  int batch = 0;                            // B ≥ 1 requests
+  int s_q = 1;                              // query tokens per request, 1..4
+  const std::uint16_t* q = nullptr;         // [total_q × 16 × 576] bf16 bits, total_q = B · s_q
+  std::int64_t total_q = 0;                 // rows of q / out / lse
   const std::int32_t* qo_indptr = nullptr;  // [B+1], qo_indptr[0] = 0, steps of exactly s_q
   const std::int32_t* kv_indptr = nullptr;  // [B+1], non-decreasing, starts at 0
   KvCache kv;
   Paging paging;
-  std::uint16_t* out = nullptr;           // [total_q × 16 × 512] bf16 bits, written in full
-  float* lse = nullptr;                   // optional [total_q × 16] fp32, natural log; −inf for L = 0
-  float sm_scale = 0.041666666666666664f; // 1/sqrt(576)
+  std::uint16_t* out = nullptr;            // [total_q × 16 × 512] bf16 bits, written in full
+  float* lse = nullptr;                    // optional [total_q × 16] fp32, natural log; −inf for L = 0
+  float sm_scale = 0.041666666666666664f;  // 1/sqrt(576)
 };
 
 // Checks everything about `p` that can be checked on the host. For Backend::cpu all arrays are
@@ -101,14 +101,14 @@ struct Plan {
   int batch = 0;
   int s_q = 1;
   std::int64_t total_q = 0;
-  std::int64_t total_kv = 0;       // Σ L_b
-  int tokens_per_split = 0;        // KV tokens per work item (multiple of the tile)
-  int num_work_items = 0;          // (request, KV range) pairs
-  int num_split_requests = 0;      // requests whose KV is split over several work items
-  int grid = 0;                    // CTAs (cuda) or worker threads (cpu)
+  std::int64_t total_kv = 0;   // Σ L_b
+  int tokens_per_split = 0;    // KV tokens per work item (multiple of the tile)
+  int num_work_items = 0;      // (request, KV range) pairs
+  int num_split_requests = 0;  // requests whose KV is split over several work items
+  int grid = 0;                // CTAs (cuda) or worker threads (cpu)
   std::size_t workspace_bytes = 0;
-  void* workspace = nullptr;       // caller-owned; holds the work list and split partials
-  int device_sms = 0;              // cuda: multiprocessors of the planned device
+  void* workspace = nullptr;  // caller-owned; holds the work list and split partials
+  int device_sms = 0;         // cuda: multiprocessors of the planned device
 };
 
 std::string describe(const Plan& plan);

@@ -35,7 +35,7 @@ Status quantize_mxfp4(std::span<const std::uint16_t> bf16, std::int64_t rows, Mx
                       std::int64_t scale_stride, Mxfp4Quantized* out);
 
 // Single-element helpers (exposed for tests and tools).
-std::uint8_t float_to_e4m3_rne_satfinite(float x);   // __nv_cvt_float_to_fp8(x, SATFINITE, E4M3)
+std::uint8_t float_to_e4m3_rne_satfinite(float x);             // __nv_cvt_float_to_fp8(x, SATFINITE, E4M3)
 std::uint8_t float_to_e2m1(float qx, Mxfp4Rounding rounding);  // nearest magnitude, saturating at 6
 
 }  // namespace mla

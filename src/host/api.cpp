@@ -52,7 +52,8 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   Status s = validate_description(p, plan.backend);
   if (!s.ok()) return s;
   if (plan.workspace == nullptr || plan.batch != p.batch || plan.s_q != p.s_q || plan.total_q != p.total_q) {
-    return {StatusCode::invalid_argument, "plan does not match this problem (batch, s_q or total_q differ, or plan is empty)"};
+    return {StatusCode::invalid_argument,
+            "plan does not match this problem (batch, s_q or total_q differ, or plan is empty)"};
   }
   switch (plan.backend) {
     case Backend::cpu:
@@ -63,7 +64,9 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   return {StatusCode::invalid_argument, "unknown backend"};
 }
 
-bool cuda_available() { return cuda::available(); }
+bool cuda_available() {
+  return cuda::available();
+}
 
 std::string describe(const Plan& plan) {
   std::ostringstream os;

@@ -5,7 +5,9 @@
 namespace mla {
 namespace {
 
-std::size_t align256(std::size_t x) { return (x + 255) / 256 * 256; }
+std::size_t align256(std::size_t x) {
+  return (x + 255) / 256 * 256;
+}
 
 }  // namespace
 

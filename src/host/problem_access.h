@@ -7,14 +7,16 @@
 
 namespace mla {
 
-inline std::int32_t kv_length(const Problem& p, int b) { return p.kv_indptr[b + 1] - p.kv_indptr[b]; }
+inline std::int32_t kv_length(const Problem& p, int b) {
+  return p.kv_indptr[b + 1] - p.kv_indptr[b];
+}
 
 // Logical token n of request b → physical KV row (SPEC §1).
 inline std::int64_t physical_row(const Problem& p, int b, std::int64_t n) {
   const Paging& pg = p.paging;
   if (pg.page_size == 0) return std::int64_t(p.kv_indptr[b]) + n;
-  const std::int64_t base = pg.page_table_stride > 0 ? std::int64_t(b) * pg.page_table_stride
-                                                     : std::int64_t(p.kv_indptr[b]);
+  const std::int64_t base =
+      pg.page_table_stride > 0 ? std::int64_t(b) * pg.page_table_stride : std::int64_t(p.kv_indptr[b]);
   const std::int64_t page = pg.page_table[base + n / pg.page_size];
   return page * pg.page_size + n % pg.page_size;
 }

@@ -8,11 +8,17 @@
 namespace mla {
 namespace {
 
-Status invalid(const std::string& msg) { return {StatusCode::invalid_argument, msg}; }
+Status invalid(const std::string& msg) {
+  return {StatusCode::invalid_argument, msg};
+}
 
-bool mul_ok(std::int64_t a, std::int64_t b, std::int64_t* r) { return !__builtin_mul_overflow(a, b, r); }
+bool mul_ok(std::int64_t a, std::int64_t b, std::int64_t* r) {
+  return !__builtin_mul_overflow(a, b, r);
+}
 
-bool aligned(const void* ptr, std::uintptr_t n) { return (reinterpret_cast<std::uintptr_t>(ptr) % n) == 0; }
+bool aligned(const void* ptr, std::uintptr_t n) {
+  return (reinterpret_cast<std::uintptr_t>(ptr) % n) == 0;
+}
 
 bool known_format(KvFormat f) {
   switch (f) {
@@ -79,8 +85,8 @@ Status validate_description(const Problem& p, Backend backend) {
   if (p.kv.rows < 0) return invalid("kv.rows must be >= 0");
   const std::int64_t row_bytes = kv_row_bytes(p.kv.format);
   if (p.kv.row_stride_bytes < row_bytes) {
-    return invalid("kv.row_stride_bytes " + std::to_string(p.kv.row_stride_bytes) + " < " +
-                   std::to_string(row_bytes) + " bytes of a " + to_string(p.kv.format) + " row");
+    return invalid("kv.row_stride_bytes " + std::to_string(p.kv.row_stride_bytes) + " < " + std::to_string(row_bytes) +
+                   " bytes of a " + to_string(p.kv.format) + " row");
   }
   if (p.kv.format == KvFormat::fp8 && !(std::isfinite(p.kv.fp8_scale) && p.kv.fp8_scale > 0.0f)) {
     return invalid("kv.fp8_scale must be finite and > 0");
@@ -93,7 +99,8 @@ Status validate_description(const Problem& p, Backend backend) {
   }
   // Every byte offset the kernels form must fit in 64 bits.
   std::int64_t bytes = 0;
-  if (!mul_ok(p.kv.rows, p.kv.row_stride_bytes, &bytes)) return invalid("kv.rows * kv.row_stride_bytes overflows 64 bits");
+  if (!mul_ok(p.kv.rows, p.kv.row_stride_bytes, &bytes))
+    return invalid("kv.rows * kv.row_stride_bytes overflows 64 bits");
   if (p.kv.format == KvFormat::mxfp4 && !mul_ok(p.kv.rows, p.kv.scale_stride, &bytes)) {
     return invalid("kv.rows * kv.scale_stride overflows 64 bits");
   }
@@ -119,12 +126,14 @@ Status validate_description(const Problem& p, Backend backend) {
     if (!aligned(p.q, 16)) return invalid("q must be 16-byte aligned for the cuda backend");
     if (!aligned(p.out, 16)) return invalid("out must be 16-byte aligned for the cuda backend");
     if (!aligned(p.kv.data, 16)) return invalid("kv.data must be 16-byte aligned for the cuda backend");
-    if (p.kv.row_stride_bytes % 16 != 0) return invalid("kv.row_stride_bytes must be a multiple of 16 for the cuda backend");
+    if (p.kv.row_stride_bytes % 16 != 0)
+      return invalid("kv.row_stride_bytes must be a multiple of 16 for the cuda backend");
     if (p.kv.format == KvFormat::mxfp4 && !aligned(p.kv.scales, 16)) {
       return invalid("kv.scales must be 16-byte aligned for the cuda backend");
     }
     if (p.lse && !aligned(p.lse, 16)) return invalid("lse must be 16-byte aligned for the cuda backend");
-    if (!aligned(p.qo_indptr, 4) || !aligned(p.kv_indptr, 4) || (p.paging.page_size && !aligned(p.paging.page_table, 4))) {
+    if (!aligned(p.qo_indptr, 4) || !aligned(p.kv_indptr, 4) ||
+        (p.paging.page_size && !aligned(p.paging.page_table, 4))) {
       return invalid("index arrays must be 4-byte aligned");
     }
   }
@@ -137,8 +146,8 @@ Status validate_contents(const Problem& p, const std::int32_t* qo, const std::in
   for (int b = 0; b < p.batch; ++b) {
     const std::int64_t nq = std::int64_t(qo[b + 1]) - qo[b];
     if (nq != p.s_q) {
-      return invalid("request " + std::to_string(b) + " has " + std::to_string(nq) + " query rows (qo_indptr), expected s_q = " +
-                     std::to_string(p.s_q));
+      return invalid("request " + std::to_string(b) + " has " + std::to_string(nq) +
+                     " query rows (qo_indptr), expected s_q = " + std::to_string(p.s_q));
     }
     if (kv[b + 1] < kv[b]) return invalid("kv_indptr decreases at request " + std::to_string(b));
   }
@@ -158,8 +167,8 @@ Status validate_contents(const Problem& p, const std::int32_t* qo, const std::in
     const std::int64_t used = (len + ps - 1) / ps;
     const std::int64_t stride = p.paging.page_table_stride;
     if (stride > 0 && used > stride) {
-      return invalid("request " + std::to_string(b) + " needs " + std::to_string(used) + " pages, more than page_table_stride " +
-                     std::to_string(stride));
+      return invalid("request " + std::to_string(b) + " needs " + std::to_string(used) +
+                     " pages, more than page_table_stride " + std::to_string(stride));
     }
     const std::int64_t base = stride > 0 ? std::int64_t(b) * stride : std::int64_t(kv[b]);
     if (base + used > p.paging.page_table_entries) {

@@ -18,9 +18,9 @@ struct Reference {
 Reference reference_decode(const Problem& p);
 
 struct Comparison {
-  double relerr = 0;             // ‖O − O_ref‖₂ / ‖O_ref‖₂ (0/0 → 0 when both are zero)
-  double lse_max_abs = 0;        // max |LSE − LSE_ref| over finite entries
-  std::int64_t nonfinite = 0;    // NaN/Inf outputs (including −inf-vs-finite LSE mismatches)
+  double relerr = 0;           // ‖O − O_ref‖₂ / ‖O_ref‖₂ (0/0 → 0 when both are zero)
+  double lse_max_abs = 0;      // max |LSE − LSE_ref| over finite entries
+  std::int64_t nonfinite = 0;  // NaN/Inf outputs (including −inf-vs-finite LSE mismatches)
   bool ok(double relerr_bound = 4e-3, double lse_bound = 1e-4) const;
   std::string summary() const;
 };

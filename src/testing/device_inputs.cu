@@ -171,7 +171,9 @@ Status device_synchronize() {
   return e == cudaSuccess ? Status::success() : fail("cudaDeviceSynchronize", e);
 }
 
-DeviceMemory::~DeviceMemory() { cudaFree(ptr_); }
+DeviceMemory::~DeviceMemory() {
+  cudaFree(ptr_);
+}
 
 Status DeviceMemory::allocate(std::size_t bytes) {
   cudaFree(ptr_);

@@ -18,9 +18,9 @@ class DeviceCase {
   virtual ~DeviceCase() = default;
   // The problem over device memory (out and, if requested, lse point into guarded buffers).
   virtual const Problem& problem() const = 0;
-  virtual Status poison_outputs() = 0;                       // fill out and lse with NaN
+  virtual Status poison_outputs() = 0;  // fill out and lse with NaN
   virtual Status download(std::vector<std::uint16_t>* out, std::vector<float>* lse) const = 0;
-  virtual Status guards_intact(bool* intact) const = 0;      // no byte around any buffer changed
+  virtual Status guards_intact(bool* intact) const = 0;  // no byte around any buffer changed
 };
 
 // guard_bytes: padding before and after each buffer (a multiple of 256 keeps alignment).

@@ -15,13 +15,13 @@ namespace mla::testing {
 enum class Distribution { challenge, peaked };
 
 struct CaseSpec {
-  std::vector<std::int32_t> kv_lens;   // one per request (batch = size)
+  std::vector<std::int32_t> kv_lens;  // one per request (batch = size)
   int s_q = 1;
   KvFormat format = KvFormat::bf16;
   Distribution dist = Distribution::challenge;
-  int page_size = 0;                   // 0 = contiguous; 1, 16, 64 = paged with shuffled pages
-  bool flat_page_table = false;        // page_size 1 only: FlashInfer kv_indices (stride 0)
-  std::int64_t scale_stride = 18;      // mxfp4: 18 or 24
+  int page_size = 0;               // 0 = contiguous; 1, 16, 64 = paged with shuffled pages
+  bool flat_page_table = false;    // page_size 1 only: FlashInfer kv_indices (stride 0)
+  std::int64_t scale_stride = 18;  // mxfp4: 18 or 24
   Mxfp4Rounding rounding = Mxfp4Rounding::rne;
   std::uint64_t seed = 1;
   // Extra rows at the end of the KV cache no request uses (they hold NaN/garbage in bf16 source
@@ -32,7 +32,7 @@ struct CaseSpec {
   std::int64_t spare_rows = 0;
 
   static CaseSpec uniform(int batch, int kv_len, KvFormat format);
-  std::string name() const;            // e.g. "fp8 b4 kv1024 paged64 peaked"
+  std::string name() const;  // e.g. "fp8 b4 kv1024 paged64 peaked"
 };
 
 // Host buffers of one case. Everything is owned here; problem() points into them.
@@ -40,13 +40,13 @@ struct HostInputs {
   CaseSpec spec;
   int batch = 0;
   std::int64_t total_q = 0;
-  std::vector<std::uint16_t> q;          // [total_q × 16 × 576] bf16
-  std::vector<std::int32_t> qo_indptr;   // [B+1]
-  std::vector<std::int32_t> kv_indptr;   // [B+1]
-  std::int64_t kv_rows = 0;              // physical rows
-  std::vector<std::uint16_t> kv_bf16;    // [kv_rows × 576] the bf16 source (all formats)
-  std::vector<std::uint8_t> kv_data;     // [kv_rows × kv_row_bytes(format)] the cache in `format`
-  std::vector<std::uint8_t> kv_scales;   // mxfp4: [kv_rows × scale_stride]
+  std::vector<std::uint16_t> q;         // [total_q × 16 × 576] bf16
+  std::vector<std::int32_t> qo_indptr;  // [B+1]
+  std::vector<std::int32_t> kv_indptr;  // [B+1]
+  std::int64_t kv_rows = 0;             // physical rows
+  std::vector<std::uint16_t> kv_bf16;   // [kv_rows × 576] the bf16 source (all formats)
+  std::vector<std::uint8_t> kv_data;    // [kv_rows × kv_row_bytes(format)] the cache in `format`
+  std::vector<std::uint8_t> kv_scales;  // mxfp4: [kv_rows × scale_stride]
   float fp8_scale = 1.0f;
   std::vector<std::int32_t> page_table;  // paged: [batch × stride] or flat [Σ L] (page_size 1)
   std::int64_t page_table_stride = 0;
@@ -55,7 +55,7 @@ struct HostInputs {
   Problem problem(std::uint16_t* out, float* lse) const;
   // The same problem over the bf16 source (for the format error).
   Problem problem_bf16_source(std::uint16_t* out, float* lse) const;
-  std::int64_t kv_bytes_read() const;    // KV bytes one call reads (data + scales), for GB/s
+  std::int64_t kv_bytes_read() const;  // KV bytes one call reads (data + scales), for GB/s
 };
 
 // threads: generator threads, 0 = hardware concurrency. The result never depends on it. The same

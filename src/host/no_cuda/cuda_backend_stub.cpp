@@ -3,12 +3,22 @@
 
 namespace mla::cuda {
 namespace {
-Status none() { return {StatusCode::no_device, "mla was built without CUDA (no nvcc found at configure time)"}; }
+Status none() {
+  return {StatusCode::no_device, "mla was built without CUDA (no nvcc found at configure time)"};
+}
 }  // namespace
 
-bool available() { return false; }
-Status workspace_size(const Problem&, std::size_t*) { return none(); }
-Status plan(const Problem&, void*, std::size_t, Plan*) { return none(); }
-Status run(const Problem&, const Plan&, void*) { return none(); }
+bool available() {
+  return false;
+}
+Status workspace_size(const Problem&, std::size_t*) {
+  return none();
+}
+Status plan(const Problem&, void*, std::size_t, Plan*) {
+  return none();
+}
+Status run(const Problem&, const Plan&, void*) {
+  return none();
+}
 
 }  // namespace mla::cuda

@@ -29,7 +29,9 @@ MLA_HD std::uint32_t float_to_bits(float f) {
 #endif
 }
 
-MLA_HD float bf16_to_float(std::uint16_t b) { return bits_to_float(std::uint32_t(b) << 16); }
+MLA_HD float bf16_to_float(std::uint16_t b) {
+  return bits_to_float(std::uint32_t(b) << 16);
+}
 
 // Round to nearest even; NaN → quiet NaN with the sign kept.
 MLA_HD std::uint16_t float_to_bf16(float f) {
@@ -39,6 +41,8 @@ MLA_HD std::uint16_t float_to_bf16(float f) {
   return std::uint16_t(u >> 16);
 }
 
-MLA_HD float round_bf16(float f) { return bf16_to_float(float_to_bf16(f)); }
+MLA_HD float round_bf16(float f) {
+  return bf16_to_float(float_to_bf16(f));
+}
 
 }  // namespace mla

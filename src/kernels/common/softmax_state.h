@@ -69,14 +69,20 @@ struct SoftmaxState {
  private:
   static MLA_HD T exp_(T x) {
 #if defined(__CUDA_ARCH__)
-    if constexpr (sizeof(T) == 4) return __expf(x); else return ::exp(x);
+    if constexpr (sizeof(T) == 4)
+      return __expf(x);
+    else
+      return ::exp(x);
 #else
     return std::exp(x);
 #endif
   }
   static MLA_HD T log_(T x) {
 #if defined(__CUDA_ARCH__)
-    if constexpr (sizeof(T) == 4) return __logf(x); else return ::log(x);
+    if constexpr (sizeof(T) == 4)
+      return __logf(x);
+    else
+      return ::log(x);
 #else
     return std::log(x);
 #endif

@@ -26,8 +26,8 @@ Status device_sms(int* sms) {
   e = cudaGetDeviceProperties(&prop, dev);
   if (e != cudaSuccess) return cuda_fail("cudaGetDeviceProperties", e);
   if (prop.major != 9) {
-    return {StatusCode::no_device, std::string("the cuda backend needs an sm_90 GPU (H100/H200); device is ") + prop.name +
-                                       " sm_" + std::to_string(prop.major * 10 + prop.minor)};
+    return {StatusCode::no_device, std::string("the cuda backend needs an sm_90 GPU (H100/H200); device is ") +
+                                       prop.name + " sm_" + std::to_string(prop.major * 10 + prop.minor)};
   }
   *sms = prop.multiProcessorCount;
   return Status::success();
@@ -95,7 +95,8 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
             "workspace of " + std::to_string(bytes) + " bytes, plan needs " + std::to_string(layout.total_bytes)};
   }
   auto* base = static_cast<std::uint8_t*>(workspace);
-  e = cudaMemcpy(base + layout.items_offset, wl.items.data(), wl.items.size() * sizeof(WorkItem), cudaMemcpyHostToDevice);
+  e = cudaMemcpy(base + layout.items_offset, wl.items.data(), wl.items.size() * sizeof(WorkItem),
+                 cudaMemcpyHostToDevice);
   if (e != cudaSuccess) return cuda_fail("writing the work list", e);
   e = cudaMemcpy(base + layout.splits_offset, wl.splits.data(), wl.splits.size() * sizeof(RequestSplit),
                  cudaMemcpyHostToDevice);

@@ -31,12 +31,12 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kTile = 64;                     // tokens per tile
-constexpr int kPitch = kHeadDim * 2 + 16;     // bytes per bf16 row in shared memory (bank-conflict-free ldmatrix)
-constexpr int kPPitch = kTile * 2 + 16;       // bytes per P row
-constexpr int kHalfDims = kHeadDim / 2;       // dims per S warp
-constexpr int kKSteps = kHalfDims / 16;       // k16 steps per S warp (18)
-constexpr int kSPitch = kTile + 8;            // floats per S-partial row (conflict-free float2 stores)
+constexpr int kTile = 64;                  // tokens per tile
+constexpr int kPitch = kHeadDim * 2 + 16;  // bytes per bf16 row in shared memory (bank-conflict-free ldmatrix)
+constexpr int kPPitch = kTile * 2 + 16;    // bytes per P row
+constexpr int kHalfDims = kHeadDim / 2;    // dims per S warp
+constexpr int kKSteps = kHalfDims / 16;    // k16 steps per S warp (18)
+constexpr int kSPitch = kTile + 8;         // floats per S-partial row (conflict-free float2 stores)
 static_assert(kTile == 4 * 16 && kWarps == 8, "S warps: 4 token groups of 16 × 2 dim halves");
 static_assert(kNumHeads == 2 * kWarps && kTile == 16 * 4, "softmax: a half-warp per head, 4 tokens per lane");
 static_assert(kValueDim == kWarps * 64, "each warp owns 64 value dims in O = P·V");
@@ -48,7 +48,7 @@ struct Traits;
 template <>
 struct Traits<KvFormat::bf16> {
   static constexpr int kStages = 2;
-  static constexpr int kRawPitch = kPitch;        // the stage is the bf16 tile
+  static constexpr int kRawPitch = kPitch;  // the stage is the bf16 tile
   static constexpr int kRowBytes = kHeadDim * 2;
   static constexpr bool kDequant = false;
   static constexpr bool kFp16 = false;  // matmul operand type: bf16
@@ -59,7 +59,7 @@ struct Traits<KvFormat::fp8> {
   static constexpr int kRawPitch = kHeadDim + 16;
   static constexpr int kRowBytes = kHeadDim;
   static constexpr bool kDequant = true;
-  static constexpr bool kFp16 = true;   // e4m3 ⊂ fp16: the tile and P are fp16
+  static constexpr bool kFp16 = true;  // e4m3 ⊂ fp16: the tile and P are fp16
 };
 template <>
 struct Traits<KvFormat::mxfp4> {
@@ -73,15 +73,15 @@ struct Traits<KvFormat::mxfp4> {
 template <KvFormat F>
 struct alignas(128) Smem {
   using T = Traits<F>;
-  alignas(16) std::uint8_t q[kNumHeads][kPitch];                       // Q, bf16
-  alignas(16) std::uint8_t raw[T::kStages][kTile][T::kRawPitch];       // KV as stored
+  alignas(16) std::uint8_t q[kNumHeads][kPitch];                                      // Q, bf16
+  alignas(16) std::uint8_t raw[T::kStages][kTile][T::kRawPitch];                      // KV as stored
   alignas(16) std::uint8_t scales[F == KvFormat::mxfp4 ? T::kStages : 1][kTile][32];  // E8M0
-  alignas(16) std::uint8_t tile[T::kDequant ? kTile : 1][kPitch];      // dequantized 16-bit tile
-  alignas(16) float s_part[2][kNumHeads][kSPitch];                     // S partials of the two dim halves
-  alignas(16) std::uint8_t p[kNumHeads][kPPitch];                      // P, 16-bit
-  float factor[kNumHeads];  // this tile's rescale of O per head
-  float inv_l[kNumHeads];   // final 1/l (× value scale) per head
-  int q_exp[kNumHeads];     // fp16 path: Q of head h scaled by 2^q_exp[h]
+  alignas(16) std::uint8_t tile[T::kDequant ? kTile : 1][kPitch];                     // dequantized 16-bit tile
+  alignas(16) float s_part[2][kNumHeads][kSPitch];  // S partials of the two dim halves
+  alignas(16) std::uint8_t p[kNumHeads][kPPitch];   // P, 16-bit
+  float factor[kNumHeads];                          // this tile's rescale of O per head
+  float inv_l[kNumHeads];                           // final 1/l (× value scale) per head
+  int q_exp[kNumHeads];                             // fp16 path: Q of head h scaled by 2^q_exp[h]
 };
 static_assert(sizeof(Smem<KvFormat::bf16>) <= 227 * 1024, "bf16 shared memory over the 227 KB limit");
 static_assert(sizeof(Smem<KvFormat::fp8>) <= 227 * 1024, "fp8 shared memory over the 227 KB limit");
@@ -96,7 +96,9 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_b
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes)
                : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
@@ -114,7 +116,8 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const v
 }
 
 // D += A·B, m16n8k16, bf16 inputs, fp32 accumulators.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
@@ -122,7 +125,8 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ void mma_f16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+__device__ __forceinline__ void mma_f16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                        std::uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
@@ -149,11 +153,18 @@ __device__ __forceinline__ std::uint32_t bf16x2_to_f16x2_scaled(std::uint32_t x,
 // The matmul operand type: bf16 (bf16 and MXFP4 KV) or fp16 (fp8 KV).
 template <bool kFp16>
 struct MmaOps {
-  static __device__ __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
-    if constexpr (kFp16) mma_f16(d, a, b0, b1); else mma_bf16(d, a, b0, b1);
+  static __device__ __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                             std::uint32_t b1) {
+    if constexpr (kFp16)
+      mma_f16(d, a, b0, b1);
+    else
+      mma_bf16(d, a, b0, b1);
   }
   static __device__ __forceinline__ std::uint32_t pack(float lo, float hi) {
-    if constexpr (kFp16) return pack_f16x2(lo, hi); else return pack_bf16x2(lo, hi);
+    if constexpr (kFp16)
+      return pack_f16x2(lo, hi);
+    else
+      return pack_bf16x2(lo, hi);
   }
 };
 
@@ -268,8 +279,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 
   const WorkItem item = p.items[blockIdx.x];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, c = lane % 4;          // mma fragment row group / column pair
-  const int tg = warp % 4, kh = warp / 4;        // S = Q·Kᵀ: tokens [16tg, 16tg+16), dims [288kh, 288kh+288)
+  const int g = lane / 4, c = lane % 4;                 // mma fragment row group / column pair
+  const int tg = warp % 4, kh = warp / 4;               // S = Q·Kᵀ: tokens [16tg, 16tg+16), dims [288kh, 288kh+288)
   const int sh = 2 * warp + lane / 16, si = lane % 16;  // softmax: head sh, tokens [4si, 4si+4)
 
   Decoder<F> dec{p, 0, 0};
@@ -281,7 +292,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   }
 
   // Q of this request (16 rows × 1152 bytes) joins the first stage's copy group.
-  const std::uint8_t* qsrc = reinterpret_cast<const std::uint8_t*>(p.q) + std::int64_t(item.request) * kNumHeads * kHeadDim * 2;
+  const std::uint8_t* qsrc =
+      reinterpret_cast<const std::uint8_t*>(p.q) + std::int64_t(item.request) * kNumHeads * kHeadDim * 2;
   for (int i = threadIdx.x; i < kNumHeads * (kHeadDim * 2 / 16); i += kThreads) {
     const int h = i / (kHeadDim * 2 / 16), ch = i % (kHeadDim * 2 / 16);
     cp_async16(&sm.q[h][ch * 16], qsrc + std::int64_t(h) * kHeadDim * 2 + ch * 16, 16);
@@ -353,7 +365,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     // S partial over this warp's dims for tokens [16tg, 16tg+16): four independent chains.
     {
       float acc[2][2][4] = {};
-      const std::uint8_t* b_ptr = &kv[16 * tg + lane % 8 + (lane / 16) * 8][(kh * kHalfDims + ((lane / 8) % 2) * 8) * 2];
+      const std::uint8_t* b_ptr =
+          &kv[16 * tg + lane % 8 + (lane / 16) * 8][(kh * kHalfDims + ((lane / 8) % 2) * 8) * 2];
 #pragma unroll
       for (int k = 0; k < kKSteps; ++k) {
         std::uint32_t b[4];
@@ -364,7 +377,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int col = 16 * tg + 8 * j + 2 * c;
-        *reinterpret_cast<float2*>(&sm.s_part[kh][g][col]) = make_float2(acc[0][j][0] + acc[1][j][0], acc[0][j][1] + acc[1][j][1]);
+        *reinterpret_cast<float2*>(&sm.s_part[kh][g][col]) =
+            make_float2(acc[0][j][0] + acc[1][j][0], acc[0][j][1] + acc[1][j][1]);
         *reinterpret_cast<float2*>(&sm.s_part[kh][g + 8][col]) =
             make_float2(acc[0][j][2] + acc[1][j][2], acc[0][j][3] + acc[1][j][3]);
       }
@@ -469,7 +483,9 @@ cudaError_t launch(const DecodeParams& p, cudaStream_t stream) {
 
 }  // namespace
 
-int decode_tile_tokens() { return kTile; }
+int decode_tile_tokens() {
+  return kTile;
+}
 
 cudaError_t prepare_decode(KvFormat format) {
   switch (format) {

@@ -20,21 +20,21 @@ struct DecodeParams {
   int page_shift;                  // log2(page_size) when paged (0, 4, 6); unused when contiguous
   const WorkItem* items;           // [num_items]
   int num_items;
-  float logit_scale;               // sm_scale · (fp8 tensor scale or 1)
-  float value_scale;               // fp8 tensor scale or 1 (applied to O)
-  std::uint16_t* out;              // [total_q × 16 × 512] bf16
-  float* lse;                      // [total_q × 16] fp32 or null
-  float* partial_o;                // [max_partials × 16 × 512] fp32 (normalised)
-  float* partial_lse;              // [max_partials × 16] fp32
+  float logit_scale;   // sm_scale · (fp8 tensor scale or 1)
+  float value_scale;   // fp8 tensor scale or 1 (applied to O)
+  std::uint16_t* out;  // [total_q × 16 × 512] bf16
+  float* lse;          // [total_q × 16] fp32 or null
+  float* partial_o;    // [max_partials × 16 × 512] fp32 (normalised)
+  float* partial_lse;  // [max_partials × 16] fp32
 };
 
 struct CombineParams {
-  const RequestSplit* splits;      // [batch]
+  const RequestSplit* splits;  // [batch]
   int batch;
-  const float* partial_o;          // [max_partials × 16 × 512]
-  const float* partial_lse;        // [max_partials × 16]
-  std::uint16_t* out;              // [total_q × 16 × 512] bf16
-  float* lse;                      // [total_q × 16] or null
+  const float* partial_o;    // [max_partials × 16 × 512]
+  const float* partial_lse;  // [max_partials × 16]
+  std::uint16_t* out;        // [total_q × 16 × 512] bf16
+  float* lse;                // [total_q × 16] or null
 };
 
 }  // namespace mla::sm90
