@@ -55,11 +55,11 @@ struct Traits<KvFormat::bf16> {
 };
 template <>
 struct Traits<KvFormat::fp8> {
-  static constexpr int kStages = 3;
-  static constexpr int kRawPitch = kHeadDim + 16;
+  static constexpr int kStages = 4;
+  static constexpr int kRawPitch = kHeadDim + 16;  // 592: 8 rows hit 8 distinct 16-byte bank groups
   static constexpr int kRowBytes = kHeadDim;
-  static constexpr bool kDequant = true;
-  static constexpr bool kFp16 = true;  // e4m3 ⊂ fp16: the tile and P are fp16
+  static constexpr bool kDequant = false;  // converted in registers, straight from the raw stage
+  static constexpr bool kFp16 = true;      // e4m3 ⊂ fp16: K, V and P are fp16 operands
 };
 template <>
 struct Traits<KvFormat::mxfp4> {
@@ -177,12 +177,14 @@ __device__ __forceinline__ std::uint32_t e4m3x2_to_f16x2(std::uint16_t two) {
 
 // Two E2M1 codes (one byte, low nibble first) times 2^(s−127) → bf16 pair. Exact whenever the
 // product is a normal bf16 (any scale the quantizer makes for finite bf16 input).
-__device__ __forceinline__ std::uint32_t e2m1x2_to_bf16x2(std::uint32_t byte, float scale) {
-  const float lo = decode_e2m1(std::uint8_t(byte & 0xF)) * scale;
-  const float hi = decode_e2m1(std::uint8_t(byte >> 4)) * scale;
-  std::uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
+// E2M1 code c placed in fp32 bits as ((c & 7) << 22) | ((c & 8) << 28) is its value · 2^-126
+// exactly (code 1 becomes the subnormal 2^-127); two exact power-of-two multiplies by 2^126 and by
+// the E8M0 value 2^(s−127) give value · 2^(s−127), rounded once to bf16 (exact unless the result
+// leaves bf16's normal range, which no scale made from finite bf16 input does).
+__device__ __forceinline__ std::uint32_t e2m1x2_to_bf16x2(std::uint32_t byte, float e8m0) {
+  const float lo = bits_to_float(((byte & 7u) << 22) | ((byte & 8u) << 28)) * 0x1p126f * e8m0;
+  const float hi = bits_to_float(((byte & 0x70u) << 18) | ((byte & 0x80u) << 24)) * 0x1p126f * e8m0;
+  return pack_bf16x2(lo, hi);
 }
 
 template <KvFormat F>
@@ -234,25 +236,9 @@ struct Decoder {
     }
   }
 
-  // Raw stage `s` → 16-bit tile: fp16 for fp8, bf16 for MXFP4. Each thread converts 16-byte chunks.
+  // Raw MXFP4 stage `s` → bf16 tile. Each thread converts 16-byte chunks (one 32-element block).
   __device__ void dequant(Smem<F>& sm, int s) const {
-    if constexpr (F == KvFormat::fp8) {
-      constexpr int kChunks = kTile * (kHeadDim / 16);  // 16 fp8 → 16 bf16 (32 B)
-      for (int c = threadIdx.x; c < kChunks; c += kThreads) {
-        const int r = c / (kHeadDim / 16), col = c % (kHeadDim / 16);
-        const uint4 v = *reinterpret_cast<const uint4*>(&sm.raw[s][r][col * 16]);
-        const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
-        std::uint32_t o[8];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          o[2 * j] = e4m3x2_to_f16x2(std::uint16_t(w[j] & 0xFFFF));
-          o[2 * j + 1] = e4m3x2_to_f16x2(std::uint16_t(w[j] >> 16));
-        }
-        uint4* dst = reinterpret_cast<uint4*>(&sm.tile[r][col * 32]);
-        dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
-        dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
-      }
-    } else if constexpr (F == KvFormat::mxfp4) {
+    if constexpr (F == KvFormat::mxfp4) {
       constexpr int kChunks = kTile * (kHeadDim / 32);  // 16 bytes = one 32-element block
       for (int c = threadIdx.x; c < kChunks; c += kThreads) {
         const int r = c / (kHeadDim / 32), blk = c % (kHeadDim / 32);
@@ -325,15 +311,24 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     logit_scale *= bits_to_float(std::uint32_t(127 - e) << 23);
     __syncthreads();
   }
-  std::uint32_t qa[kKSteps][4];  // A fragments of Q for this warp's 288 dims
+  // A fragments of Q for this warp's 288 dims. fp8 uses the k order of a raw-fp8 ldmatrix
+  // fragment (lane (g, c) holds dims 4c..4c+3 of its rows): k slots 2c, 2c+1 ← dims 4c, 4c+1 and
+  // k slots 2c+8, 2c+9 ← dims 4c+2, 4c+3 — the same permutation on both operands.
+  std::uint32_t qa[kKSteps][4];
 #pragma unroll
   for (int k = 0; k < kKSteps; ++k) {
-    ldmatrix_x4(qa[k], &sm.q[lane % 16][(kh * kHalfDims + k * 16 + (lane / 16) * 8) * 2]);
-    if constexpr (T::kFp16) {
+    const int d0 = kh * kHalfDims + k * 16;
+    if constexpr (F == KvFormat::fp8) {
       const float s0 = bits_to_float(std::uint32_t(127 + sm.q_exp[g]) << 23);
       const float s1 = bits_to_float(std::uint32_t(127 + sm.q_exp[g + 8]) << 23);
-#pragma unroll
-      for (int r = 0; r < 4; ++r) qa[k][r] = bf16x2_to_f16x2_scaled(qa[k][r], (r & 1) ? s1 : s0);
+      const uint2 r0 = *reinterpret_cast<const uint2*>(&sm.q[g][(d0 + 4 * c) * 2]);
+      const uint2 r1 = *reinterpret_cast<const uint2*>(&sm.q[g + 8][(d0 + 4 * c) * 2]);
+      qa[k][0] = bf16x2_to_f16x2_scaled(r0.x, s0);
+      qa[k][1] = bf16x2_to_f16x2_scaled(r1.x, s1);
+      qa[k][2] = bf16x2_to_f16x2_scaled(r0.y, s0);
+      qa[k][3] = bf16x2_to_f16x2_scaled(r1.y, s1);
+    } else {
+      ldmatrix_x4(qa[k], &sm.q[lane % 16][(d0 + (lane / 16) * 8) * 2]);
     }
   }
 
@@ -353,26 +348,45 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     if (load_next) dec.load_tile(sm, next % T::kStages, item.kv_begin + next * kTile, item.kv_end, sc);
     cp_async_commit();
 
-    const std::uint8_t(*kv)[kPitch];
+    const std::uint8_t(*kv)[kPitch] = nullptr;  // 16-bit tile: the bf16 stage or dequantized MXFP4
     if constexpr (T::kDequant) {
       dec.dequant(sm, stage);
       __syncthreads();
       kv = sm.tile;
-    } else {
+    } else if constexpr (F == KvFormat::bf16) {
       kv = reinterpret_cast<const std::uint8_t(*)[kPitch]>(sm.raw[stage]);
     }
 
     // S partial over this warp's dims for tokens [16tg, 16tg+16): four independent chains.
     {
       float acc[2][2][4] = {};
-      const std::uint8_t* b_ptr =
-          &kv[16 * tg + lane % 8 + (lane / 16) * 8][(kh * kHalfDims + ((lane / 8) % 2) * 8) * 2];
+      if constexpr (F == KvFormat::fp8) {
+        // One x4 = 8 tokens × 16 fp8 bytes per matrix: (n-tile 0, k), (n-tile 1, k), (0, k+1), (1, k+1).
+        const std::uint8_t* b_ptr = &sm.raw[stage][16 * tg + lane % 16][kh * kHalfDims + (lane / 16) * 16];
 #pragma unroll
-      for (int k = 0; k < kKSteps; ++k) {
-        std::uint32_t b[4];
-        ldmatrix_x4(b, b_ptr + k * 32);
-        Mma::mma(acc[k % 2][0], qa[k], b[0], b[1]);
-        Mma::mma(acc[k % 2][1], qa[k], b[2], b[3]);
+        for (int k = 0; k < kKSteps; k += 2) {
+          std::uint32_t r[4];
+          ldmatrix_x4(r, b_ptr + k * 16);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+#pragma unroll
+            for (int n = 0; n < 2; ++n) {
+              const std::uint32_t x = r[2 * h + n];
+              Mma::mma(acc[h][n], qa[k + h], e4m3x2_to_f16x2(std::uint16_t(x)),
+                       e4m3x2_to_f16x2(std::uint16_t(x >> 16)));
+            }
+          }
+        }
+      } else {
+        const std::uint8_t* b_ptr =
+            &kv[16 * tg + lane % 8 + (lane / 16) * 8][(kh * kHalfDims + ((lane / 8) % 2) * 8) * 2];
+#pragma unroll
+        for (int k = 0; k < kKSteps; ++k) {
+          std::uint32_t b[4];
+          ldmatrix_x4(b, b_ptr + k * 32);
+          Mma::mma(acc[k % 2][0], qa[k], b[0], b[1]);
+          Mma::mma(acc[k % 2][1], qa[k], b[2], b[3]);
+        }
       }
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
@@ -426,13 +440,33 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     for (int kk = 0; kk < kTile / 16; ++kk) {
       std::uint32_t a[4];
       ldmatrix_x4(a, &sm.p[lane % 16][kk * 32 + (lane / 16) * 16]);
-      const std::uint8_t* vrow = kv[kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8];
+      if constexpr (F == KvFormat::fp8) {
+        // Transposed raw fp8: lane (g, c) gets tokens 2c, 2c+1 × bytes 2g, 2g+1 of a 16-dim block;
+        // a byte permute pairs the tokens per dim → n-tiles of the block's even and odd dims.
+        const std::uint8_t* vrow = sm.raw[stage][kk * 16 + lane % 16];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {  // two n8 tiles per ldmatrix
-        std::uint32_t b[4];
-        ldmatrix_x4_trans(b, vrow + (warp * 64 + j * 16 + (lane / 16) * 8) * 2);
-        Mma::mma(o[2 * j], a, b[0], b[1]);
-        Mma::mma(o[2 * j + 1], a, b[2], b[3]);
+        for (int j = 0; j < 2; ++j) {  // 32 dims per ldmatrix: blocks 2j, 2j+1
+          std::uint32_t r[4];
+          ldmatrix_x4_trans(r, vrow + warp * 64 + j * 32 + (lane / 16) * 16);
+#pragma unroll
+          for (int bb = 0; bb < 2; ++bb) {
+            const std::uint32_t lo = __byte_perm(r[2 * bb], 0, 0x3120);      // tokens 0..7 of the k16 step
+            const std::uint32_t hi = __byte_perm(r[2 * bb + 1], 0, 0x3120);  // tokens 8..15
+            const int blk = 2 * j + bb;
+            Mma::mma(o[2 * blk], a, e4m3x2_to_f16x2(std::uint16_t(lo)), e4m3x2_to_f16x2(std::uint16_t(hi)));
+            Mma::mma(o[2 * blk + 1], a, e4m3x2_to_f16x2(std::uint16_t(lo >> 16)),
+                     e4m3x2_to_f16x2(std::uint16_t(hi >> 16)));
+          }
+        }
+      } else {
+        const std::uint8_t* vrow = kv[kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {  // two n8 tiles per ldmatrix
+          std::uint32_t b[4];
+          ldmatrix_x4_trans(b, vrow + (warp * 64 + j * 16 + (lane / 16) * 8) * 2);
+          Mma::mma(o[2 * j], a, b[0], b[1]);
+          Mma::mma(o[2 * j + 1], a, b[2], b[3]);
+        }
       }
     }
     if (load_next) dec.store_scales(sm, next % T::kStages, sc);
@@ -450,22 +484,36 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     }
   }
   __syncthreads();
-  const float inv0 = sm.inv_l[g], inv1 = sm.inv_l[g + 8];
-  if (item.partial < 0) {
-    std::uint16_t* out = p.out + std::int64_t(item.request) * kNumHeads * kValueDim;
+  // A lane's 4 values per 16-dim block and row: mma order puts dims 2c, 2c+1 in n-tile 2·blk and
+  // 8+2c, 9+2c in n-tile 2·blk+1; fp8's transposed fragments interleave them: dims 4c..4c+3.
+  const float inv[2] = {sm.inv_l[g], sm.inv_l[g + 8]};
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int col = warp * 64 + j * 8 + 2 * c;
-      *reinterpret_cast<std::uint32_t*>(out + g * kValueDim + col) = pack_bf16x2(o[j][0] * inv0, o[j][1] * inv0);
-      *reinterpret_cast<std::uint32_t*>(out + (g + 8) * kValueDim + col) = pack_bf16x2(o[j][2] * inv1, o[j][3] * inv1);
-    }
-  } else {
-    float* out = p.partial_o + std::int64_t(item.partial) * kNumHeads * kValueDim;
+  for (int blk = 0; blk < 4; ++blk) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int col = warp * 64 + j * 8 + 2 * c;
-      *reinterpret_cast<float2*>(out + g * kValueDim + col) = make_float2(o[j][0] * inv0, o[j][1] * inv0);
-      *reinterpret_cast<float2*>(out + (g + 8) * kValueDim + col) = make_float2(o[j][2] * inv1, o[j][3] * inv1);
+    for (int half = 0; half < 2; ++half) {  // rows g, g+8
+      const float x = inv[half];
+      const float* e = o[2 * blk] + 2 * half;
+      const float* f = o[2 * blk + 1] + 2 * half;
+      const std::int64_t row = g + 8 * half;
+      const int base = warp * 64 + blk * 16;
+      if (item.partial < 0) {
+        std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + row) * kValueDim + base;
+        if constexpr (F == KvFormat::fp8) {
+          *reinterpret_cast<uint2*>(out + 4 * c) =
+              make_uint2(pack_bf16x2(e[0] * x, f[0] * x), pack_bf16x2(e[1] * x, f[1] * x));
+        } else {
+          *reinterpret_cast<std::uint32_t*>(out + 2 * c) = pack_bf16x2(e[0] * x, e[1] * x);
+          *reinterpret_cast<std::uint32_t*>(out + 8 + 2 * c) = pack_bf16x2(f[0] * x, f[1] * x);
+        }
+      } else {
+        float* out = p.partial_o + (std::int64_t(item.partial) * kNumHeads + row) * kValueDim + base;
+        if constexpr (F == KvFormat::fp8) {
+          *reinterpret_cast<float4*>(out + 4 * c) = make_float4(e[0] * x, f[0] * x, e[1] * x, f[1] * x);
+        } else {
+          *reinterpret_cast<float2*>(out + 2 * c) = make_float2(e[0] * x, e[1] * x);
+          *reinterpret_cast<float2*>(out + 8 + 2 * c) = make_float2(f[0] * x, f[1] * x);
+        }
+      }
     }
   }
 }
