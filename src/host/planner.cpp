@@ -36,8 +36,30 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
   for (std::int32_t len : kv_lengths) total += len;
   target_items = std::max(target_items, 1);
   tile = std::max(tile, 1);
-  std::int64_t chunk = (total + target_items - 1) / target_items;
-  chunk = std::max<std::int64_t>((chunk + tile - 1) / tile * tile, tile);
+  // Smallest chunk (a multiple of the tile) whose items fit in one wave of `target_items`; when
+  // the requests alone outnumber the wave, an even share of all tokens per item.
+  std::int64_t max_len = 0;
+  for (std::int32_t len : kv_lengths) max_len = std::max<std::int64_t>(max_len, len);
+  const auto items_for = [&](std::int64_t chunk) {
+    std::int64_t n = 0;
+    for (std::int32_t len : kv_lengths) n += std::max<std::int64_t>(1, (len + chunk - 1) / chunk);
+    return n;
+  };
+  std::int64_t chunk;
+  if (batch <= target_items) {
+    std::int64_t lo = 1, hi = std::max<std::int64_t>(1, (max_len + tile - 1) / tile);  // in tiles
+    while (lo < hi) {
+      const std::int64_t mid = (lo + hi) / 2;
+      if (items_for(mid * tile) <= target_items)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    chunk = lo * tile;
+  } else {
+    chunk = (total + target_items - 1) / target_items;
+    chunk = std::max<std::int64_t>((chunk + tile - 1) / tile * tile, tile);
+  }
   wl.tokens_per_split = int(std::min<std::int64_t>(chunk, 1 << 30));
   wl.splits.assign(std::size_t(batch), RequestSplit{0, 0});
   for (int b = 0; b < batch; ++b) {

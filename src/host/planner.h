@@ -53,8 +53,9 @@ struct WorkList {
 };
 
 // Splits every request into ceil(L_b / chunk) items of at most `chunk` tokens, chunk a multiple
-// of `tile` chosen so that about `target_items` items cover all tokens. Empty requests get one
-// empty item. Items are ordered longest first so that stragglers start early.
+// of `tile`: the smallest one whose items fit in one wave of `target_items` (one per SM) when
+// batch <= target_items, else an even share of all tokens per item. Empty requests get one empty
+// item. Items are ordered longest first so that stragglers start early.
 WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_items, int tile);
 
 }  // namespace mla

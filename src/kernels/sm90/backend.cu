@@ -88,7 +88,7 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
 
   std::vector<std::int32_t> lengths(std::size_t(p.batch));
   for (int b = 0; b < p.batch; ++b) lengths[std::size_t(b)] = kv[std::size_t(b) + 1] - kv[std::size_t(b)];
-  const WorkList wl = build_work_list(lengths, sms, sm90::decode_tile_tokens());
+  const WorkList wl = build_work_list(lengths, sms, sm90::decode_tile_tokens(p.kv.format));
   const WorkspaceLayout layout = workspace_layout(p.batch, p.s_q, sms);
   if (bytes < layout.total_bytes) {
     return {StatusCode::workspace_too_small,

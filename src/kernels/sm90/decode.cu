@@ -31,22 +31,22 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kTile = 64;                  // tokens per tile
+
 constexpr int kPitch = kHeadDim * 2 + 16;  // bytes per bf16 row in shared memory (bank-conflict-free ldmatrix)
-constexpr int kPPitch = kTile * 2 + 16;    // bytes per P row
-constexpr int kHalfDims = kHeadDim / 2;    // dims per S warp
-constexpr int kKSteps = kHalfDims / 16;    // k16 steps per S warp (18)
-constexpr int kSPitch = kTile + 8;         // floats per S-partial row (conflict-free float2 stores)
-static_assert(kTile == 4 * 16 && kWarps == 8, "S warps: 4 token groups of 16 × 2 dim halves");
-static_assert(kNumHeads == 2 * kWarps && kTile == 16 * 4, "softmax: a half-warp per head, 4 tokens per lane");
+
+constexpr int kHalfDims = kHeadDim / 2;  // dims per S warp
+constexpr int kKSteps = kHalfDims / 16;  // k16 steps per S warp (18)
+static_assert(kWarps == 8, "S warps: 4 token groups × 2 dim halves");
+static_assert(kNumHeads == 2 * kWarps, "softmax: a half-warp per head");
 static_assert(kValueDim == kWarps * 64, "each warp owns 64 value dims in O = P·V");
-static_assert(kPitch % 128 == 16 && kPPitch % 128 == 16, "row pitch must rotate banks by 16 B");
+static_assert(kPitch % 128 == 16, "row pitch must rotate banks by 16 B");
 
 template <KvFormat F>
 struct Traits;
 
 template <>
 struct Traits<KvFormat::bf16> {
+  static constexpr int kTile = 64;  // tokens per tile
   static constexpr int kStages = 2;
   static constexpr int kRawPitch = kPitch;  // the stage is the bf16 tile
   static constexpr int kRowBytes = kHeadDim * 2;
@@ -55,7 +55,8 @@ struct Traits<KvFormat::bf16> {
 };
 template <>
 struct Traits<KvFormat::fp8> {
-  static constexpr int kStages = 4;
+  static constexpr int kTile = 128;  // twice the work per barrier: fp8 is bound by per-tile latency
+  static constexpr int kStages = 2;
   static constexpr int kRawPitch = kHeadDim + 16;  // 592: 8 rows hit 8 distinct 16-byte bank groups
   static constexpr int kRowBytes = kHeadDim;
   static constexpr bool kDequant = false;  // converted in registers, straight from the raw stage
@@ -63,6 +64,7 @@ struct Traits<KvFormat::fp8> {
 };
 template <>
 struct Traits<KvFormat::mxfp4> {
+  static constexpr int kTile = 64;
   static constexpr int kStages = 4;
   static constexpr int kRawPitch = kHeadDim / 2 + 16;
   static constexpr int kRowBytes = kHeadDim / 2;
@@ -70,18 +72,33 @@ struct Traits<KvFormat::mxfp4> {
   static constexpr bool kFp16 = false;
 };
 
+// Work split of one tile of T tokens over the 8 warps.
+template <int kTile>
+struct TileShape {
+  static constexpr int kTokensS = kTile / 4;           // tokens per S warp (token group)
+  static constexpr int kNTiles = kTokensS / 8;         // n8 tiles per S warp
+  static constexpr int kTokensLane = kTile / 16;       // softmax: tokens per lane (a half-warp per head)
+  static constexpr int kRowsPerWarp = kTile / kWarps;  // rows each warp copies
+  static constexpr int kSPitch = kTile + 8;            // floats per S-partial row (conflict-free float2 stores)
+  static constexpr int kPPitch = kTile * 2 + 16;       // bytes per P row
+  static_assert(kTokensS % 16 == 0 && kTokensLane % 4 == 0, "tile must be a multiple of 64 tokens");
+  static_assert(kPPitch % 128 == 16 && kSPitch % 32 == 8, "P and S-partial pitches must rotate banks");
+};
+
 template <KvFormat F>
 struct alignas(128) Smem {
   using T = Traits<F>;
+  using Sh = TileShape<T::kTile>;
+  static constexpr int kTile = T::kTile;
   alignas(16) std::uint8_t q[kNumHeads][kPitch];                                      // Q, bf16
   alignas(16) std::uint8_t raw[T::kStages][kTile][T::kRawPitch];                      // KV as stored
   alignas(16) std::uint8_t scales[F == KvFormat::mxfp4 ? T::kStages : 1][kTile][32];  // E8M0
   alignas(16) std::uint8_t tile[T::kDequant ? kTile : 1][kPitch];                     // dequantized 16-bit tile
-  alignas(16) float s_part[2][kNumHeads][kSPitch];  // S partials of the two dim halves
-  alignas(16) std::uint8_t p[kNumHeads][kPPitch];   // P, 16-bit
-  float factor[kNumHeads];                          // this tile's rescale of O per head
-  float inv_l[kNumHeads];                           // final 1/l (× value scale) per head
-  int q_exp[kNumHeads];                             // fp16 path: Q of head h scaled by 2^q_exp[h]
+  alignas(16) float s_part[2][kNumHeads][Sh::kSPitch];  // S partials of the two dim halves
+  alignas(16) std::uint8_t p[kNumHeads][Sh::kPPitch];   // P, 16-bit
+  float factor[kNumHeads];                              // this tile's rescale of O per head
+  float inv_l[kNumHeads];                               // final 1/l (× value scale) per head
+  int q_exp[kNumHeads];                                 // fp16 path: Q of head h scaled by 2^q_exp[h]
 };
 static_assert(sizeof(Smem<KvFormat::bf16>) <= 227 * 1024, "bf16 shared memory over the 227 KB limit");
 static_assert(sizeof(Smem<KvFormat::fp8>) <= 227 * 1024, "fp8 shared memory over the 227 KB limit");
@@ -190,6 +207,7 @@ __device__ __forceinline__ std::uint32_t e2m1x2_to_bf16x2(std::uint32_t byte, fl
 template <KvFormat F>
 struct Decoder {
   using T = Traits<F>;
+  using Sh = TileShape<T::kTile>;
   const DecodeParams& p;
   std::int64_t row_base;   // contiguous: kv_indptr[b]
   std::int64_t page_base;  // paged: first page-table entry of the request
@@ -200,14 +218,14 @@ struct Decoder {
     return (page << p.page_shift) + (n & ((1 << p.page_shift) - 1));
   }
 
-  // Issues the async copy of tokens [t0, t0 + 64) ∩ [.., end) into stage `s`; rows past `end`
+  // Issues the async copy of tokens [t0, t0 + kTile) ∩ [.., end) into stage `s`; rows past `end`
   // are zero-filled. Warp w copies rows w, w+8, …; lanes stride over the row's 16-byte chunks.
   // MXFP4 scale rows (18 bytes, 2-byte aligned) are loaded into `sc` and stored by store_scales.
-  __device__ void load_tile(Smem<F>& sm, int s, int t0, int end, std::uint16_t (&sc)[kTile / kWarps][1]) const {
+  __device__ void load_tile(Smem<F>& sm, int s, int t0, int end, std::uint16_t (&sc)[Sh::kRowsPerWarp][1]) const {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     constexpr int kChunks = T::kRowBytes / 16;
 #pragma unroll
-    for (int i = 0; i < kTile / kWarps; ++i) {
+    for (int i = 0; i < Sh::kRowsPerWarp; ++i) {
       const int r = warp + i * kWarps;
       const int n = t0 + r;
       const bool valid = n < end;
@@ -226,11 +244,11 @@ struct Decoder {
     }
   }
 
-  __device__ void store_scales(Smem<F>& sm, int s, const std::uint16_t (&sc)[kTile / kWarps][1]) const {
+  __device__ void store_scales(Smem<F>& sm, int s, const std::uint16_t (&sc)[Sh::kRowsPerWarp][1]) const {
     if constexpr (F == KvFormat::mxfp4) {
       const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
-      for (int i = 0; i < kTile / kWarps; ++i) {
+      for (int i = 0; i < Sh::kRowsPerWarp; ++i) {
         if (lane < 9) *reinterpret_cast<std::uint16_t*>(&sm.scales[s][warp + i * kWarps][2 * lane]) = sc[i][0];
       }
     }
@@ -239,18 +257,17 @@ struct Decoder {
   // Raw MXFP4 stage `s` → bf16 tile. Each thread converts 16-byte chunks (one 32-element block).
   __device__ void dequant(Smem<F>& sm, int s) const {
     if constexpr (F == KvFormat::mxfp4) {
-      constexpr int kChunks = kTile * (kHeadDim / 32);  // 16 bytes = one 32-element block
-      for (int c = threadIdx.x; c < kChunks; c += kThreads) {
-        const int r = c / (kHeadDim / 32), blk = c % (kHeadDim / 32);
-        const uint4 v = *reinterpret_cast<const uint4*>(&sm.raw[s][r][blk * 16]);
-        const float scale = decode_e8m0(sm.scales[s][r][blk]);
-        const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
-        uint4* dst = reinterpret_cast<uint4*>(&sm.tile[r][blk * 64]);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          dst[j] = make_uint4(e2m1x2_to_bf16x2(w[j] & 0xFF, scale), e2m1x2_to_bf16x2((w[j] >> 8) & 0xFF, scale),
-                              e2m1x2_to_bf16x2((w[j] >> 16) & 0xFF, scale), e2m1x2_to_bf16x2(w[j] >> 24, scale));
-        }
+      // One 4-byte word (8 elements) per thread and step: consecutive lanes read consecutive
+      // words and write consecutive 16-byte pieces of the tile (no bank conflicts).
+      constexpr int kWordsPerRow = kHeadDim / 8;  // 72
+#pragma unroll 2
+      for (int c = threadIdx.x; c < T::kTile * kWordsPerRow; c += kThreads) {
+        const int r = c / kWordsPerRow, wi = c % kWordsPerRow;
+        const std::uint32_t w = *reinterpret_cast<const std::uint32_t*>(&sm.raw[s][r][wi * 4]);
+        const float scale = decode_e8m0(sm.scales[s][r][wi / 4]);
+        *reinterpret_cast<uint4*>(&sm.tile[r][wi * 16]) =
+            make_uint4(e2m1x2_to_bf16x2(w & 0xFF, scale), e2m1x2_to_bf16x2((w >> 8) & 0xFF, scale),
+                       e2m1x2_to_bf16x2((w >> 16) & 0xFF, scale), e2m1x2_to_bf16x2(w >> 24, scale));
       }
     }
   }
@@ -259,15 +276,17 @@ struct Decoder {
 template <KvFormat F>
 __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_constant__ DecodeParams p) {
   using T = Traits<F>;
+  using Sh = TileShape<T::kTile>;
   using Mma = MmaOps<T::kFp16>;
+  constexpr int kTile = T::kTile;
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
   Smem<F>& sm = *reinterpret_cast<Smem<F>*>(smem_raw);
 
   const WorkItem item = p.items[blockIdx.x];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, c = lane % 4;                 // mma fragment row group / column pair
-  const int tg = warp % 4, kh = warp / 4;               // S = Q·Kᵀ: tokens [16tg, 16tg+16), dims [288kh, 288kh+288)
-  const int sh = 2 * warp + lane / 16, si = lane % 16;  // softmax: head sh, tokens [4si, 4si+4)
+  const int g = lane / 4, c = lane % 4;    // mma fragment row group / column pair
+  const int tg = warp % 4, kh = warp / 4;  // S = Q·Kᵀ: tokens [tg·kTokensS, +kTokensS), dims [288kh, +288)
+  const int sh = 2 * warp + lane / 16, si = lane % 16;  // softmax: head sh, tokens [si·kTokensLane, +kTokensLane)
 
   Decoder<F> dec{p, 0, 0};
   if (p.page_table == nullptr) {
@@ -285,7 +304,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     cp_async16(&sm.q[h][ch * 16], qsrc + std::int64_t(h) * kHeadDim * 2 + ch * 16, 16);
   }
   const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
-  std::uint16_t sc[kTile / kWarps][1];
+  std::uint16_t sc[Sh::kRowsPerWarp][1];
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
     if (s < num_tiles) {
@@ -359,38 +378,44 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 
     // S partial over this warp's dims for tokens [16tg, 16tg+16): four independent chains.
     {
-      float acc[2][2][4] = {};
+      float acc[2][Sh::kNTiles][4] = {};
       if constexpr (F == KvFormat::fp8) {
-        // One x4 = 8 tokens × 16 fp8 bytes per matrix: (n-tile 0, k), (n-tile 1, k), (0, k+1), (1, k+1).
-        const std::uint8_t* b_ptr = &sm.raw[stage][16 * tg + lane % 16][kh * kHalfDims + (lane / 16) * 16];
+        // One x4 = 8 tokens × 16 fp8 bytes per matrix: (n-tile 2np, k), (2np+1, k), (2np, k+1), (2np+1, k+1).
 #pragma unroll
-        for (int k = 0; k < kKSteps; k += 2) {
-          std::uint32_t r[4];
-          ldmatrix_x4(r, b_ptr + k * 16);
+        for (int np = 0; np < Sh::kNTiles / 2; ++np) {
+          const std::uint8_t* b_ptr =
+              &sm.raw[stage][Sh::kTokensS * tg + 16 * np + lane % 16][kh * kHalfDims + (lane / 16) * 16];
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
+          for (int k = 0; k < kKSteps; k += 2) {
+            std::uint32_t r[4];
+            ldmatrix_x4(r, b_ptr + k * 16);
 #pragma unroll
-            for (int n = 0; n < 2; ++n) {
-              const std::uint32_t x = r[2 * h + n];
-              Mma::mma(acc[h][n], qa[k + h], e4m3x2_to_f16x2(std::uint16_t(x)),
-                       e4m3x2_to_f16x2(std::uint16_t(x >> 16)));
+            for (int h = 0; h < 2; ++h) {
+#pragma unroll
+              for (int n = 0; n < 2; ++n) {
+                const std::uint32_t x = r[2 * h + n];
+                Mma::mma(acc[h][2 * np + n], qa[k + h], e4m3x2_to_f16x2(std::uint16_t(x)),
+                         e4m3x2_to_f16x2(std::uint16_t(x >> 16)));
+              }
             }
           }
         }
       } else {
-        const std::uint8_t* b_ptr =
-            &kv[16 * tg + lane % 8 + (lane / 16) * 8][(kh * kHalfDims + ((lane / 8) % 2) * 8) * 2];
 #pragma unroll
         for (int k = 0; k < kKSteps; ++k) {
-          std::uint32_t b[4];
-          ldmatrix_x4(b, b_ptr + k * 32);
-          Mma::mma(acc[k % 2][0], qa[k], b[0], b[1]);
-          Mma::mma(acc[k % 2][1], qa[k], b[2], b[3]);
+#pragma unroll
+          for (int np = 0; np < Sh::kNTiles / 2; ++np) {
+            std::uint32_t b[4];
+            ldmatrix_x4(b, &kv[Sh::kTokensS * tg + 16 * np + lane % 8 + (lane / 16) * 8]
+                              [(kh * kHalfDims + ((lane / 8) % 2) * 8) * 2 + k * 32]);
+            Mma::mma(acc[k % 2][2 * np], qa[k], b[0], b[1]);
+            Mma::mma(acc[k % 2][2 * np + 1], qa[k], b[2], b[3]);
+          }
         }
       }
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int col = 16 * tg + 8 * j + 2 * c;
+      for (int j = 0; j < Sh::kNTiles; ++j) {
+        const int col = Sh::kTokensS * tg + 8 * j + 2 * c;
         *reinterpret_cast<float2*>(&sm.s_part[kh][g][col]) =
             make_float2(acc[0][j][0] + acc[1][j][0], acc[0][j][1] + acc[1][j][1]);
         *reinterpret_cast<float2*>(&sm.s_part[kh][g + 8][col]) =
@@ -401,28 +426,37 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 
     // Online softmax: half-warp (warp, lane/16) owns head sh; each lane 4 tokens.
     {
-      const float4 a = *reinterpret_cast<const float4*>(&sm.s_part[0][sh][4 * si]);
-      const float4 b = *reinterpret_cast<const float4*>(&sm.s_part[1][sh][4 * si]);
-      float sv[4] = {a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w};
+      constexpr int kN = Sh::kTokensLane;
+      float sv[kN];
+#pragma unroll
+      for (int i = 0; i < kN; i += 4) {
+        const float4 a = *reinterpret_cast<const float4*>(&sm.s_part[0][sh][kN * si + i]);
+        const float4 b = *reinterpret_cast<const float4*>(&sm.s_part[1][sh][kN * si + i]);
+        sv[i] = a.x + b.x, sv[i + 1] = a.y + b.y, sv[i + 2] = a.z + b.z, sv[i + 3] = a.w + b.w;
+      }
       float mx = -INFINITY;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        sv[i] = (t0 + 4 * si + i < item.kv_end) ? sv[i] * logit_scale : -INFINITY;
+      for (int i = 0; i < kN; ++i) {
+        sv[i] = (t0 + kN * si + i < item.kv_end) ? sv[i] * logit_scale : -INFINITY;
         mx = fmaxf(mx, sv[i]);
       }
 #pragma unroll
       for (int off = 8; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
       const float f = st.rescale_to(mx);
-      float pv[4], sum = 0.f;
+      float pv[kN], sum = 0.f;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
+      for (int i = 0; i < kN; ++i) {
         pv[i] = __expf(sv[i] - st.m);
         sum += pv[i];
       }
 #pragma unroll
       for (int off = 8; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
       st.add(sum);
-      *reinterpret_cast<uint2*>(&sm.p[sh][8 * si]) = make_uint2(Mma::pack(pv[0], pv[1]), Mma::pack(pv[2], pv[3]));
+#pragma unroll
+      for (int i = 0; i < kN; i += 4) {
+        *reinterpret_cast<uint2*>(&sm.p[sh][2 * (kN * si + i)]) =
+            make_uint2(Mma::pack(pv[i], pv[i + 1]), Mma::pack(pv[i + 2], pv[i + 3]));
+      }
       if (si == 0) sm.factor[sh] = f;
     }
     __syncthreads();
@@ -531,8 +565,16 @@ cudaError_t launch(const DecodeParams& p, cudaStream_t stream) {
 
 }  // namespace
 
-int decode_tile_tokens() {
-  return kTile;
+int decode_tile_tokens(KvFormat format) {
+  switch (format) {
+    case KvFormat::bf16:
+      return Traits<KvFormat::bf16>::kTile;
+    case KvFormat::fp8:
+      return Traits<KvFormat::fp8>::kTile;
+    case KvFormat::mxfp4:
+      return Traits<KvFormat::mxfp4>::kTile;
+  }
+  return 64;
 }
 
 cudaError_t prepare_decode(KvFormat format) {

@@ -8,7 +8,7 @@
 
 namespace mla::sm90 {
 
-int decode_tile_tokens();  // KV tokens per tile; work-item splits are multiples of it
+int decode_tile_tokens(KvFormat format);  // KV tokens per tile; work-item splits are multiples of it
 // Once per process and format, before launch_decode (raises the dynamic shared-memory limit).
 cudaError_t prepare_decode(KvFormat format);
 cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream);
