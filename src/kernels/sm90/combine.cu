@@ -26,8 +26,10 @@ __device__ __forceinline__ SoftmaxState<float> merge(const SoftmaxState<float>& 
 
 __global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant__ CombineParams p) {
   const int b = blockIdx.x, h = blockIdx.y;
-  const RequestSplit split = p.splits[b];
+  const RequestSplit split = p.splits[b];  // written by plan(), not by the decode grid
   if (split.num_partials == 0) return;
+  // Launched early (programmatic dependent launch): wait for the decode grid's partials.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float* lse = p.partial_lse + std::int64_t(split.first_partial) * kNumHeads + h;  // stride kNumHeads
 
@@ -69,8 +71,17 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant
 }  // namespace
 
 cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream) {
-  combine_kernel<<<dim3(p.batch, kNumHeads), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  // Programmatic dependent launch: the grid may start while the decode grid still runs.
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(p.batch, kNumHeads);
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, combine_kernel, p);
 }
 
 }  // namespace mla::sm90

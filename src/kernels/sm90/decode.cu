@@ -220,7 +220,8 @@ struct Decoder {
 
   // Issues the async copy of tokens [t0, t0 + kTile) ∩ [.., end) into stage `s`; rows past `end`
   // are zero-filled. Warp w copies rows w, w+8, …; lanes stride over the row's 16-byte chunks.
-  // MXFP4 scale rows (18 bytes, 2-byte aligned) are loaded into `sc` and stored by store_scales.
+  // MXFP4 scale rows (18 bytes, 2-byte aligned: the stride is even) are loaded into `sc` and
+  // stored by store_scales.
   __device__ void load_tile(Smem<F>& sm, int s, int t0, int end, std::uint16_t (&sc)[Sh::kRowsPerWarp][1]) const {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     constexpr int kChunks = T::kRowBytes / 16;
@@ -235,10 +236,11 @@ struct Decoder {
       for (int c = lane; c < kChunks; c += 32) cp_async16(&sm.raw[s][r][c * 16], src + c * 16, valid ? 16 : 0);
       if constexpr (F == KvFormat::mxfp4) {
         // Lanes 0..8 each take 2 of the 18 scale bytes of this row.
+        // One 2-byte load straight into the register store_scales() writes out at the end of
+        // the iteration: nothing consumes it before then, so no warp waits on DRAM here.
         sc[i][0] = 0;
         if (valid && lane < 9) {
-          const std::uint8_t* srow = p.kv_scales + row * p.scale_stride + 2 * lane;
-          sc[i][0] = std::uint16_t(__ldg(srow)) | (std::uint16_t(__ldg(srow + 1)) << 8);
+          sc[i][0] = __ldg(reinterpret_cast<const unsigned short*>(p.kv_scales + row * p.scale_stride) + lane);
         }
       }
     }
@@ -282,6 +284,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
   Smem<F>& sm = *reinterpret_cast<Smem<F>*>(smem_raw);
 
+  // Let the combine grid (if any) launch now; it waits in griddepcontrol.wait until this grid
+  // has finished and its writes are visible, so its launch latency hides behind this kernel.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   const WorkItem item = p.items[blockIdx.x];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, c = lane % 4;    // mma fragment row group / column pair
@@ -381,14 +386,14 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       float acc[2][Sh::kNTiles][4] = {};
       if constexpr (F == KvFormat::fp8) {
         // One x4 = 8 tokens × 16 fp8 bytes per matrix: (n-tile 2np, k), (2np+1, k), (2np, k+1), (2np+1, k+1).
+        // Token pairs np inside the k loop: 2·kNTiles independent accumulator chains in flight.
+        const std::uint8_t* b_ptr = &sm.raw[stage][Sh::kTokensS * tg + lane % 16][kh * kHalfDims + (lane / 16) * 16];
 #pragma unroll
-        for (int np = 0; np < Sh::kNTiles / 2; ++np) {
-          const std::uint8_t* b_ptr =
-              &sm.raw[stage][Sh::kTokensS * tg + 16 * np + lane % 16][kh * kHalfDims + (lane / 16) * 16];
+        for (int k = 0; k < kKSteps; k += 2) {
 #pragma unroll
-          for (int k = 0; k < kKSteps; k += 2) {
+          for (int np = 0; np < Sh::kNTiles / 2; ++np) {
             std::uint32_t r[4];
-            ldmatrix_x4(r, b_ptr + k * 16);
+            ldmatrix_x4(r, b_ptr + np * 16 * T::kRawPitch + k * 16);
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
 #pragma unroll
