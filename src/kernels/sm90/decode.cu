@@ -262,8 +262,10 @@ struct Decoder {
       // One 4-byte word (8 elements) per thread and step: consecutive lanes read consecutive
       // words and write consecutive 16-byte pieces of the tile (no bank conflicts).
       constexpr int kWordsPerRow = kHeadDim / 8;  // 72
-#pragma unroll 2
-      for (int c = threadIdx.x; c < T::kTile * kWordsPerRow; c += kThreads) {
+      static_assert(T::kTile * kWordsPerRow % kThreads == 0, "whole dequant steps per thread");
+#pragma unroll 6
+      for (int i = 0; i < T::kTile * kWordsPerRow / kThreads; ++i) {
+        const int c = threadIdx.x + i * kThreads;
         const int r = c / kWordsPerRow, wi = c % kWordsPerRow;
         const std::uint32_t w = *reinterpret_cast<const std::uint32_t*>(&sm.raw[s][r][wi * 4]);
         const float scale = decode_e8m0(sm.scales[s][r][wi / 4]);
@@ -383,7 +385,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 
     // S partial over this warp's dims for tokens [16tg, 16tg+16): four independent chains.
     {
-      float acc[2][Sh::kNTiles][4] = {};
+      // Independent accumulator chains: fp8 pairs k steps (2), the 16-bit paths rotate over 4.
+      constexpr int kChains = F == KvFormat::fp8 ? 2 : 4;
+      float acc[kChains][Sh::kNTiles][4] = {};
       if constexpr (F == KvFormat::fp8) {
         // One x4 = 8 tokens × 16 fp8 bytes per matrix: (n-tile 2np, k), (2np+1, k), (2np, k+1), (2np+1, k+1).
         // Token pairs np inside the k loop: 2·kNTiles independent accumulator chains in flight.
@@ -413,23 +417,27 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
             std::uint32_t b[4];
             ldmatrix_x4(b, &kv[Sh::kTokensS * tg + 16 * np + lane % 8 + (lane / 16) * 8]
                               [(kh * kHalfDims + ((lane / 8) % 2) * 8) * 2 + k * 32]);
-            Mma::mma(acc[k % 2][2 * np], qa[k], b[0], b[1]);
-            Mma::mma(acc[k % 2][2 * np + 1], qa[k], b[2], b[3]);
+            Mma::mma(acc[k % kChains][2 * np], qa[k], b[0], b[1]);
+            Mma::mma(acc[k % kChains][2 * np + 1], qa[k], b[2], b[3]);
           }
         }
       }
 #pragma unroll
       for (int j = 0; j < Sh::kNTiles; ++j) {
         const int col = Sh::kTokensS * tg + 8 * j + 2 * c;
-        *reinterpret_cast<float2*>(&sm.s_part[kh][g][col]) =
-            make_float2(acc[0][j][0] + acc[1][j][0], acc[0][j][1] + acc[1][j][1]);
-        *reinterpret_cast<float2*>(&sm.s_part[kh][g + 8][col]) =
-            make_float2(acc[0][j][2] + acc[1][j][2], acc[0][j][3] + acc[1][j][3]);
+        float v[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int ch = 0; ch < kChains; ++ch) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) v[e] += acc[ch][j][e];
+        }
+        *reinterpret_cast<float2*>(&sm.s_part[kh][g][col]) = make_float2(v[0], v[1]);
+        *reinterpret_cast<float2*>(&sm.s_part[kh][g + 8][col]) = make_float2(v[2], v[3]);
       }
     }
     __syncthreads();
 
-    // Online softmax: half-warp (warp, lane/16) owns head sh; each lane 4 tokens.
+    // Online softmax: half-warp (warp, lane/16) owns head sh; each lane kTokensLane tokens.
     {
       constexpr int kN = Sh::kTokensLane;
       float sv[kN];
