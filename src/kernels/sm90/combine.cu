@@ -3,8 +3,10 @@
 //
 // Grid: (request, head) — CTAs of requests the decode kernel wrote directly return at once.
 // 128 threads; each owns 4 value dims. The CTA first merges the partial LSEs (each thread a
-// strided subset, then warp butterflies and one shared-memory step of SoftmaxState::merge), then
-// sums the weighted partials with independent 16-byte loads, several in flight.
+// strided subset, then warp butterflies and one shared-memory step of SoftmaxState::merge), puts
+// every partial's weight in shared memory, then sums the weighted partials with 8 independent
+// 16-byte loads in flight per thread. Partials are finite (an empty one is zeros), so a zero
+// weight needs no branch.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -18,6 +20,8 @@ namespace {
 
 constexpr int kThreads = kValueDim / 4;  // 128: 4 dims each
 constexpr int kWarps = kThreads / 32;
+constexpr int kUnroll = 8;         // partial loads in flight per thread
+constexpr int kWeightChunk = 256;  // partial weights held in shared memory at a time
 
 __device__ __forceinline__ SoftmaxState<float> merge(const SoftmaxState<float>& a, const SoftmaxState<float>& b) {
   float wa, wb;
@@ -48,17 +52,31 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant
 #pragma unroll
   for (int w = 1; w < kWarps; ++w) st = merge(st, warp_state[w]);
 
+  // Weights of all partials first (shared memory), then the weighted sum with kUnroll
+  // independent 16-byte loads in flight per thread — no load waits on a weight or a branch.
+  __shared__ float weight[kWeightChunk];
   const float* o = p.partial_o + (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + 4 * threadIdx.x;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 8
-  for (int i = 0; i < split.num_partials; ++i) {
-    const float w = st.weight_of(lse[std::int64_t(i) * kNumHeads]);
-    const float4 v = *reinterpret_cast<const float4*>(o + std::int64_t(i) * kNumHeads * kValueDim);
-    if (w != 0.f) {
-      acc.x += w * v.x;
-      acc.y += w * v.y;
-      acc.z += w * v.z;
-      acc.w += w * v.w;
+  for (int base = 0; base < split.num_partials; base += kWeightChunk) {
+    const int n = min(kWeightChunk, split.num_partials - base);
+    __syncthreads();  // the previous chunk's weights are consumed
+    for (int i = threadIdx.x; i < n; i += kThreads) weight[i] = st.weight_of(lse[std::int64_t(base + i) * kNumHeads]);
+    __syncthreads();
+    for (int i = 0; i < n; i += kUnroll) {
+      float4 v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        v[u] = i + u < n ? *reinterpret_cast<const float4*>(o + std::int64_t(base + i + u) * kNumHeads * kValueDim)
+                         : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const float w = i + u < n ? weight[i + u] : 0.f;
+        acc.x += w * v[u].x;
+        acc.y += w * v[u].y;
+        acc.z += w * v[u].z;
+        acc.w += w * v[u].w;
+      }
     }
   }
   std::uint16_t* out = p.out + (std::int64_t(b) * kNumHeads + h) * kValueDim + 4 * threadIdx.x;
