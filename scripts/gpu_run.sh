@@ -2,7 +2,10 @@
 # One command for the H200 machine (bare, no network): builds for sm_90a, runs the GPU and unit
 # tests, compute-sanitizer memcheck + racecheck on a small suite, and `mla bench` on SPEC §4's
 # 24 cases. Writes logs and JSON into OUTDIR and prints a short table last.
-#   usage: scripts/gpu_run.sh OUTDIR      (GoogleTest sources carried in .deps/googletest)
+#   usage: MLA_COMMIT=<hash> scripts/gpu_run.sh OUTDIR
+# GoogleTest sources are carried in .deps/googletest (cp -r /usr/src/googletest .deps/). The device
+# machine gets the working tree without .git, so pass the commit being measured in MLA_COMMIT
+# (e.g. the device command `MLA_COMMIT=c46b244 bash scripts/gpu_run.sh $OUT`): it lands in the JSON.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_run.sh OUTDIR}
 mkdir -p "$out"
