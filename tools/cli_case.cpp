@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -198,6 +199,25 @@ CheckResult PreparedCase::check(int max_requests) {
     }
   }
   return r;
+}
+
+bool select_backend(const char* command, std::optional<Backend> requested, Backend* backend,
+                    std::unique_ptr<testing::GpuTimer>* timer, testing::GpuInfo* gpu) {
+  const bool have_gpu = cuda_available();
+  *backend = requested.value_or(have_gpu ? Backend::cuda : Backend::cpu);
+  *gpu = testing::gpu_info();
+  if (*backend != Backend::cuda) return true;
+  if (!have_gpu) {
+    std::fprintf(stderr, "mla %s: --backend cuda: no usable sm_90 GPU (%s)\n", command,
+                 gpu->available ? (gpu->name + " is not compute capability 9.0").c_str() : gpu->error.c_str());
+    return false;
+  }
+  const Status s = testing::GpuTimer::create(timer);
+  if (!s.ok()) {
+    std::fprintf(stderr, "mla %s: cannot set up the GPU: %s\n", command, s.message.c_str());
+    return false;
+  }
+  return true;
 }
 
 }  // namespace mla::tools

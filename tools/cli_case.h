@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,12 @@ struct CheckResult {
 // Requests to check: all of them when batch <= max_requests, else max_requests spread evenly
 // over the batch (first and last included).
 std::vector<int> sample_requests(int batch, int max_requests);
+
+// The backend a command runs on: `requested`, else cuda when an sm_90 GPU is usable, else cpu.
+// For cuda also creates the timer (which owns the stream the command runs on) and fills `gpu`.
+// On failure prints "mla <command>: ..." to stderr and returns false.
+bool select_backend(const char* command, std::optional<Backend> requested, Backend* backend,
+                    std::unique_ptr<testing::GpuTimer>* timer, testing::GpuInfo* gpu);
 
 class PreparedCase {
  public:

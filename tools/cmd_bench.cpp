@@ -336,22 +336,10 @@ int cmd_bench(int argc, char** argv) {
     std::fputs(kBenchHelp, stdout);
     return 0;
   }
-  const bool have_gpu = cuda_available();
-  const Backend backend = o.backend.value_or(have_gpu ? Backend::cuda : Backend::cpu);
-  const testing::GpuInfo gpu = testing::gpu_info();
+  Backend backend = Backend::cpu;
+  testing::GpuInfo gpu;
   std::unique_ptr<testing::GpuTimer> timer;
-  if (backend == Backend::cuda) {
-    if (!have_gpu) {
-      std::fprintf(stderr, "mla bench: --backend cuda: no usable sm_90 GPU (%s)\n",
-                   gpu.available ? (gpu.name + " is not compute capability 9.0").c_str() : gpu.error.c_str());
-      return 1;
-    }
-    const Status s = testing::GpuTimer::create(&timer);
-    if (!s.ok()) {
-      std::fprintf(stderr, "mla bench: cannot set up GPU timing: %s\n", s.message.c_str());
-      return 1;
-    }
-  }
+  if (!select_backend("bench", o.backend, &backend, &timer, &gpu)) return 1;
   if (o.shapes.empty()) {
     if (backend == Backend::cuda) {
       for (int b : {4, 32, 64, 256}) {

@@ -172,21 +172,11 @@ int cmd_check(int argc, char** argv) {
     std::fputs(kCheckHelp, stdout);
     return 0;
   }
-  const bool have_gpu = cuda_available();
-  const Backend backend = o.backend.value_or(have_gpu ? Backend::cuda : Backend::cpu);
+  Backend backend = Backend::cpu;
+  testing::GpuInfo info;
   std::unique_ptr<testing::GpuTimer> gpu;  // supplies the stream
+  if (!select_backend("check", o.backend, &backend, &gpu, &info)) return 1;
   if (backend == Backend::cuda) {
-    const testing::GpuInfo info = testing::gpu_info();
-    if (!have_gpu) {
-      std::fprintf(stderr, "mla check: --backend cuda: no usable sm_90 GPU (%s)\n",
-                   info.available ? (info.name + " is not compute capability 9.0").c_str() : info.error.c_str());
-      return 1;
-    }
-    const Status s = testing::GpuTimer::create(&gpu);
-    if (!s.ok()) {
-      std::fprintf(stderr, "mla check: cannot set up the GPU: %s\n", s.message.c_str());
-      return 1;
-    }
     std::printf("backend cuda: %s\n", info.name.c_str());
   } else {
     std::printf("backend cpu\n");

@@ -27,18 +27,29 @@ struct GpuResult {
   Plan plan;
 };
 
+// A case on the GPU with its workspace, ready to plan.
+struct GpuCase {
+  std::unique_ptr<DeviceCase> dc;
+  DeviceMemory ws;
+  const Problem& problem() const { return dc->problem(); }
+};
+
+void prepare(const HostInputs& in, GpuCase* c, bool with_lse = true) {
+  ASSERT_TRUE(upload(in, with_lse, &c->dc).ok());
+  std::size_t bytes = 0;
+  const Status s = workspace_size(c->problem(), Backend::cuda, &bytes);
+  ASSERT_TRUE(s.ok()) << s.message;
+  ASSERT_TRUE(c->ws.allocate(bytes).ok());
+}
+
 // Uploads, plans, poisons the outputs with NaN, runs once and checks against the reference.
 void run_case(const CaseSpec& spec, GpuResult* r, bool with_lse = true) {
   const HostInputs in = make_inputs(spec);
-  std::unique_ptr<DeviceCase> dc;
-  ASSERT_TRUE(upload(in, with_lse, &dc).ok());
-  const Problem& p = dc->problem();
-  std::size_t bytes = 0;
-  Status s = workspace_size(p, Backend::cuda, &bytes);
-  ASSERT_TRUE(s.ok()) << s.message;
-  DeviceMemory ws;
-  ASSERT_TRUE(ws.allocate(bytes).ok());
-  s = plan(p, Backend::cuda, ws.get(), ws.size(), &r->plan);
+  GpuCase gc;
+  ASSERT_NO_FATAL_FAILURE(prepare(in, &gc, with_lse));
+  const std::unique_ptr<DeviceCase>& dc = gc.dc;
+  const Problem& p = gc.problem();
+  Status s = plan(p, Backend::cuda, gc.ws.get(), gc.ws.size(), &r->plan);
   ASSERT_TRUE(s.ok()) << s.message;
   ASSERT_TRUE(dc->poison_outputs().ok());
   s = run(p, r->plan, nullptr);
@@ -166,15 +177,12 @@ TEST(GpuDecode, TwoRunsBitIdenticalAndGraphReplayMatches) {
     spec.format = f;
     spec.dist = Distribution::peaked;
     const HostInputs in = make_inputs(spec);
-    std::unique_ptr<DeviceCase> dc;
-    ASSERT_TRUE(upload(in, true, &dc).ok());
-    const Problem& p = dc->problem();
-    std::size_t bytes = 0;
-    ASSERT_TRUE(workspace_size(p, Backend::cuda, &bytes).ok());
-    DeviceMemory ws;
-    ASSERT_TRUE(ws.allocate(bytes).ok());
+    GpuCase gc;
+    ASSERT_NO_FATAL_FAILURE(prepare(in, &gc));
+    const std::unique_ptr<DeviceCase>& dc = gc.dc;
+    const Problem& p = gc.problem();
     Plan pl;
-    ASSERT_TRUE(plan(p, Backend::cuda, ws.get(), ws.size(), &pl).ok());
+    ASSERT_TRUE(plan(p, Backend::cuda, gc.ws.get(), gc.ws.size(), &pl).ok());
     ASSERT_GT(pl.num_split_requests, 0) << "the case must exercise the split combine";
     std::vector<std::uint16_t> o1, o2, o3;
     std::vector<float> l1, l2, l3;
@@ -208,12 +216,10 @@ TEST(GpuDecode, MalformedInputsRejectedBeforeLaunch) {
   const HostInputs in = make_inputs(spec);
   HostInputs bad = in;
   bad.page_table[0] = std::int32_t(in.kv_rows / 16 + 5);  // a page outside the cache
-  std::unique_ptr<DeviceCase> dc;
-  ASSERT_TRUE(upload(bad, true, &dc).ok());
-  std::size_t bytes = 0;
-  ASSERT_TRUE(workspace_size(dc->problem(), Backend::cuda, &bytes).ok());
-  DeviceMemory ws;
-  ASSERT_TRUE(ws.allocate(bytes).ok());
+  GpuCase gc;
+  ASSERT_NO_FATAL_FAILURE(prepare(bad, &gc));
+  const std::unique_ptr<DeviceCase>& dc = gc.dc;
+  DeviceMemory& ws = gc.ws;
   ASSERT_TRUE(dc->poison_outputs().ok());
   Plan pl;
   Status s = plan(dc->problem(), Backend::cuda, ws.get(), ws.size(), &pl);
@@ -253,15 +259,10 @@ TEST(GpuDecode, WorkspaceTooSmallRejected) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   CaseSpec spec;
   spec.kv_lens = {100, 200};
-  const HostInputs in = make_inputs(spec);
-  std::unique_ptr<DeviceCase> dc;
-  ASSERT_TRUE(upload(in, true, &dc).ok());
-  std::size_t bytes = 0;
-  ASSERT_TRUE(workspace_size(dc->problem(), Backend::cuda, &bytes).ok());
-  DeviceMemory ws;
-  ASSERT_TRUE(ws.allocate(bytes).ok());
+  GpuCase gc;
+  ASSERT_NO_FATAL_FAILURE(prepare(make_inputs(spec), &gc));
   Plan pl;
-  const Status s = plan(dc->problem(), Backend::cuda, ws.get(), bytes - 1, &pl);
+  const Status s = plan(gc.problem(), Backend::cuda, gc.ws.get(), gc.ws.size() - 1, &pl);
   EXPECT_EQ(s.code, StatusCode::workspace_too_small) << s.message;
 }
 
@@ -270,15 +271,10 @@ TEST(GpuDecode, MultiTokenQueriesReportUnsupported) {
   CaseSpec spec;
   spec.kv_lens = {100, 200};
   spec.s_q = 2;
-  const HostInputs in = make_inputs(spec);
-  std::unique_ptr<DeviceCase> dc;
-  ASSERT_TRUE(upload(in, true, &dc).ok());
-  std::size_t bytes = 0;
-  ASSERT_TRUE(workspace_size(dc->problem(), Backend::cuda, &bytes).ok());
-  DeviceMemory ws;
-  ASSERT_TRUE(ws.allocate(bytes).ok());
+  GpuCase gc;
+  ASSERT_NO_FATAL_FAILURE(prepare(make_inputs(spec), &gc));
   Plan pl;
-  const Status s = plan(dc->problem(), Backend::cuda, ws.get(), ws.size(), &pl);
+  const Status s = plan(gc.problem(), Backend::cuda, gc.ws.get(), gc.ws.size(), &pl);
   EXPECT_EQ(s.code, StatusCode::unsupported) << s.message;
 }
 
