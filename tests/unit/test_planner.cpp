@@ -123,6 +123,35 @@ TEST(Planner, SplitsLongRequestsWhenTheMachineIsIdle) {
   EXPECT_EQ(one.items.size(), 64u);
 }
 
+// When the requests fit one wave, the items do too, and the chunk is the smallest multiple of the
+// tile that achieves it (one tile less would need more than one wave).
+TEST(Planner, SmallestChunkThatFitsOneWave) {
+  const auto items_for = [](const std::vector<std::int32_t>& lens, std::int64_t chunk) {
+    std::int64_t n = 0;
+    for (std::int32_t len : lens) n += std::max<std::int64_t>(1, (len + chunk - 1) / chunk);
+    return n;
+  };
+  const std::vector<std::vector<std::int32_t>> cases = {std::vector<std::int32_t>(64, 8192),
+                                                        std::vector<std::int32_t>(4, 1024),
+                                                        std::vector<std::int32_t>(32, 8192),
+                                                        testing::ragged_lengths(40, 7),
+                                                        {8191, 1, 0, 300}};
+  for (const auto& lens : cases) {
+    for (int target : {64, 132}) {
+      const int tile = 64;
+      const WorkList wl = build_work_list(lens, target, tile);
+      EXPECT_LE(int(wl.items.size()), target);
+      if (wl.tokens_per_split > tile) {
+        EXPECT_GT(items_for(lens, wl.tokens_per_split - tile), target);
+      }
+    }
+  }
+  // 64 × 8192 on 132 SMs: two items of 4096 per request, one wave (was 192 items, two waves).
+  const WorkList wl = build_work_list(std::vector<std::int32_t>(64, 8192), 132, 64);
+  EXPECT_EQ(wl.items.size(), 128u);
+  EXPECT_EQ(wl.tokens_per_split, 4096);
+}
+
 TEST(Planner, WorkspaceLayoutBounds) {
   for (int batch : {1, 3, 64, 256, 1000}) {
     for (int s_q = 1; s_q <= kMaxSq; ++s_q) {

@@ -1,0 +1,94 @@
+// The shared online-softmax state (src/kernels/common/softmax_state.h): rescale, merge, the empty
+// state and weight_of, against a direct float64 computation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/common/softmax_state.h"
+
+namespace mla {
+namespace {
+
+using State = SoftmaxState<double>;
+
+State of(const std::vector<double>& s) {
+  State st = State::empty();
+  for (double x : s) {
+    st.rescale_to(x);
+    st.add(std::exp(x - st.m));
+  }
+  return st;
+}
+
+double lse_direct(const std::vector<double>& s) {
+  double m = -INFINITY, sum = 0;
+  for (double x : s) m = std::max(m, x);
+  for (double x : s) sum += std::exp(x - m);
+  return s.empty() ? -INFINITY : m + std::log(sum);
+}
+
+TEST(SoftmaxState, EmptyStateIsTheIdentityOfMerge) {
+  const State e = State::empty();
+  EXPECT_TRUE(e.is_empty());
+  EXPECT_EQ(e.lse(), -INFINITY);
+  EXPECT_EQ(e.inv_l(), 0.0);
+  const State a = of({0.5, -3.0, 7.25});
+  double wa, wb;
+  State m = State::merge(e, a, &wa, &wb);
+  EXPECT_EQ(wa, 0.0);
+  EXPECT_EQ(wb, 1.0);
+  EXPECT_DOUBLE_EQ(m.lse(), a.lse());
+  m = State::merge(a, e, &wa, &wb);
+  EXPECT_EQ(wa, 1.0);
+  EXPECT_EQ(wb, 0.0);
+  EXPECT_DOUBLE_EQ(m.lse(), a.lse());
+  m = State::merge(e, e, &wa, &wb);
+  EXPECT_TRUE(m.is_empty());
+  EXPECT_EQ(wa, 0.0);
+  EXPECT_EQ(wb, 0.0);
+  EXPECT_EQ(State::from_lse(-INFINITY).lse(), -INFINITY);
+}
+
+TEST(SoftmaxState, OnlineAndMergedMatchDirect) {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> n(0.0, 30.0);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<double> a(1 + trial % 7), b(1 + trial % 5);
+    for (double& x : a) x = n(rng);
+    for (double& x : b) x = n(rng);
+    std::vector<double> all = a;
+    all.insert(all.end(), b.begin(), b.end());
+    EXPECT_NEAR(of(a).lse(), lse_direct(a), 1e-12);
+    double wa, wb;
+    const State m = State::merge(of(a), of(b), &wa, &wb);
+    EXPECT_NEAR(m.lse(), lse_direct(all), 1e-12);
+    // The accumulators' weights reproduce Σ exp(s − m) of each side in the merged frame.
+    EXPECT_NEAR(wa * of(a).l + wb * of(b).l, m.l, 1e-12 * m.l);
+  }
+}
+
+TEST(SoftmaxState, WeightOfIsTheClosedFormOfMergingPartials) {
+  const std::vector<double> lses = {3.0, -INFINITY, 2.5, 10.0, -40.0};
+  State total = State::empty();
+  for (double l : lses) {
+    double wa, wb;
+    total = State::merge(total, State::from_lse(l), &wa, &wb);
+  }
+  double sum = 0;
+  for (double l : lses) {
+    const double w = total.weight_of(l);
+    EXPECT_GE(w, 0.0);
+    if (l == -INFINITY) {
+      EXPECT_EQ(w, 0.0);
+    }
+    sum += w;
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-15);
+  EXPECT_NEAR(total.weight_of(10.0), std::exp(10.0 - total.lse()), 1e-15);
+  EXPECT_EQ(State::empty().weight_of(1.0), 0.0);
+}
+
+}  // namespace
+}  // namespace mla
