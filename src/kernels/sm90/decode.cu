@@ -99,9 +99,6 @@ struct alignas(128) Smem {
   float factor[kNumHeads];                              // this tile's rescale of O per head
   float inv_l[kNumHeads];                               // final 1/l (× value scale) per head
   int q_exp[kNumHeads];                                 // fp16 path: Q of head h scaled by 2^q_exp[h]
-  // MXFP4: bf16 pairs of the two E2M1 codes of every byte value, one copy per bank so that lane l
-  // reads copy l — lookups never conflict.
-  std::uint32_t e2m1_pairs[F == KvFormat::mxfp4 ? 256 : 1][32];
 };
 static_assert(sizeof(Smem<KvFormat::bf16>) <= 227 * 1024, "bf16 shared memory over the 227 KB limit");
 static_assert(sizeof(Smem<KvFormat::fp8>) <= 227 * 1024, "fp8 shared memory over the 227 KB limit");
@@ -157,11 +154,6 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const std::uint32_t (&a)[
 __device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {
   std::uint32_t r;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-__device__ __forceinline__ std::uint32_t mul_bf16x2(std::uint32_t a, std::uint32_t b) {
-  std::uint32_t r;
-  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
   return r;
 }
 __device__ __forceinline__ std::uint32_t pack_f16x2(float lo, float hi) {
@@ -264,20 +256,7 @@ struct Decoder {
     }
   }
 
-  // Fills the E2M1 pair table (MXFP4); visible after the prologue's barrier.
-  __device__ void init_tables(Smem<F>& sm) const {
-    if constexpr (F == KvFormat::mxfp4) {
-      for (int i = threadIdx.x; i < 256 * 32; i += kThreads) {
-        const int byte = i / 32;
-        sm.e2m1_pairs[byte][i % 32] =
-            pack_bf16x2(decode_e2m1(std::uint8_t(byte & 0xF)), decode_e2m1(std::uint8_t(byte >> 4)));
-      }
-    }
-  }
-
-  // Raw MXFP4 stage `s` → bf16 tile. Fast path (scale byte 2..252, i.e. every product a normal
-  // bf16): a table lookup per byte and one exact bf16x2 multiply by 2^(s−127). Other scale bytes
-  // (0, 1: subnormal products; ≥ 253: beyond fp32; 255: NaN) take the fp32 route.
+  // Raw MXFP4 stage `s` → bf16 tile. Each thread converts 16-byte chunks (one 32-element block).
   __device__ void dequant(Smem<F>& sm, int s) const {
     if constexpr (F == KvFormat::mxfp4) {
       // One 4-byte word (8 elements) per thread and step: consecutive lanes read consecutive
@@ -289,20 +268,10 @@ struct Decoder {
         const int c = threadIdx.x + i * kThreads;
         const int r = c / kWordsPerRow, wi = c % kWordsPerRow;
         const std::uint32_t w = *reinterpret_cast<const std::uint32_t*>(&sm.raw[s][r][wi * 4]);
-        const std::uint32_t sb = sm.scales[s][r][wi / 4];
-        uint4 out;
-        if (sb >= 2 && sb <= 252) {
-          const std::uint32_t scale2 = (sb << 7) | (sb << 23);  // bf16x2 {2^(s−127), 2^(s−127)}
-          const std::uint32_t* table = &sm.e2m1_pairs[0][threadIdx.x % 32];
-          out =
-              make_uint4(mul_bf16x2(table[(w & 0xFF) * 32], scale2), mul_bf16x2(table[((w >> 8) & 0xFF) * 32], scale2),
-                         mul_bf16x2(table[((w >> 16) & 0xFF) * 32], scale2), mul_bf16x2(table[(w >> 24) * 32], scale2));
-        } else {
-          const float scale = decode_e8m0(std::uint8_t(sb));
-          out = make_uint4(e2m1x2_to_bf16x2(w & 0xFF, scale), e2m1x2_to_bf16x2((w >> 8) & 0xFF, scale),
-                           e2m1x2_to_bf16x2((w >> 16) & 0xFF, scale), e2m1x2_to_bf16x2(w >> 24, scale));
-        }
-        *reinterpret_cast<uint4*>(&sm.tile[r][wi * 16]) = out;
+        const float scale = decode_e8m0(sm.scales[s][r][wi / 4]);
+        *reinterpret_cast<uint4*>(&sm.tile[r][wi * 16]) =
+            make_uint4(e2m1x2_to_bf16x2(w & 0xFF, scale), e2m1x2_to_bf16x2((w >> 8) & 0xFF, scale),
+                       e2m1x2_to_bf16x2((w >> 16) & 0xFF, scale), e2m1x2_to_bf16x2(w >> 24, scale));
       }
     }
   }
@@ -341,7 +310,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     const int h = i / (kHeadDim * 2 / 16), ch = i % (kHeadDim * 2 / 16);
     cp_async16(&sm.q[h][ch * 16], qsrc + std::int64_t(h) * kHeadDim * 2 + ch * 16, 16);
   }
-  dec.init_tables(sm);
   const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
   std::uint16_t sc[Sh::kRowsPerWarp][1];
 #pragma unroll
