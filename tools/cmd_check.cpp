@@ -27,7 +27,7 @@ Unused KV rows hold NaN, outputs start as NaN; a case passes with relerr <= 4e-3
 and every output finite (and, on cuda, the guard bytes around every buffer untouched). The
 relerr bound applies to the case and to every request on its own (a long request's error can
 hide in the case's norm, which short requests dominate).
-A backend that does not do a case (StatusCode::unsupported, e.g. s_q > 1 on cuda) reports it as
+A backend that does not do a case (StatusCode::unsupported) reports it as
 "unsupported (skipped)", which is not a failure.
 
 options:

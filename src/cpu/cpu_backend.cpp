@@ -55,7 +55,7 @@ void parallel_for(int count, int threads, Fn&& fn) {
   for (auto& th : pool) th.join();
 }
 
-// Dequantizes KV rows into floats (exact: every format's values are representable in fp32).
+// Dequantizes KV rows into floats (bf16 and MXFP4 exactly; fp8 as e4m3 × tensor scale rounded once to fp32).
 class RowDecoder {
  public:
   explicit RowDecoder(const KvCache& kv) : kv_(kv) {

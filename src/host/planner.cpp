@@ -13,13 +13,13 @@ std::size_t align256(std::size_t x) {
 
 WorkspaceLayout workspace_layout(int batch, int s_q, int target_items) {
   WorkspaceLayout w;
-  w.max_items = batch + std::max(target_items, 1);
+  w.max_items = batch * s_q + std::max(target_items, 1);
   w.max_partials = w.max_items;
   std::size_t at = 0;
   w.items_offset = at;
   at = align256(at + sizeof(WorkItem) * std::size_t(w.max_items));
   w.splits_offset = at;
-  at = align256(at + sizeof(RequestSplit) * std::size_t(batch));
+  at = align256(at + sizeof(RequestSplit) * std::size_t(batch) * std::size_t(s_q));
   const std::size_t rows = std::size_t(w.max_partials) * std::size_t(s_q) * 16;
   w.partial_o_offset = at;
   at = align256(at + sizeof(float) * rows * 512);

@@ -6,8 +6,11 @@
 // partial (unnormalised-by-nothing: normalised O and its LSE) which the combine step merges by LSE.
 //
 // Workspace layout (byte offsets, each 256-aligned), identical for both backends:
-//   [WorkItem × max_items][RequestSplit × batch][partial O fp32 × max_partials × s_q × 16 × 512]
+//   [WorkItem × max_items][RequestSplit × batch·s_q][partial O fp32 × max_partials × s_q × 16 × 512]
 //   [partial LSE fp32 × max_partials × s_q × 16]
+// The CPU backend plans one item per request covering its s_q query rows (splits indexed by
+// request, partial slots of s_q × 16 rows); the CUDA backend plans one item per query token —
+// a virtual request b·s_q + i with its causal length (splits indexed by it, slots of 16 rows).
 #pragma once
 
 #include <cstddef>
@@ -41,7 +44,7 @@ struct WorkspaceLayout {
 };
 
 // `target_items`: how many work items would fill the machine (e.g. 132 SMs × CTAs per SM).
-// The work list never has more than batch + target_items items.
+// Room for batch · s_q + target_items items (a work list over batch · s_q virtual requests).
 WorkspaceLayout workspace_layout(int batch, int s_q, int target_items);
 
 struct WorkList {

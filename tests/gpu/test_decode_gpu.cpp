@@ -266,16 +266,23 @@ TEST(GpuDecode, WorkspaceTooSmallRejected) {
   EXPECT_EQ(s.code, StatusCode::workspace_too_small) << s.message;
 }
 
-TEST(GpuDecode, MultiTokenQueriesReportUnsupported) {
+// s_q = 2..4 (multi-token prediction): query token i of a request sees its first L − s_q + i + 1
+// keys; lengths below s_q give rows with no visible key (zeros, LSE −inf).
+TEST(GpuDecode, MultiTokenQueriesCausal) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
-  CaseSpec spec;
-  spec.kv_lens = {100, 200};
-  spec.s_q = 2;
-  GpuCase gc;
-  ASSERT_NO_FATAL_FAILURE(prepare(make_inputs(spec), &gc));
-  Plan pl;
-  const Status s = plan(gc.problem(), Backend::cuda, gc.ws.get(), gc.ws.size(), &pl);
-  EXPECT_EQ(s.code, StatusCode::unsupported) << s.message;
+  for (KvFormat f : kFormats) {
+    for (int s_q : {2, 3, 4}) {
+      CaseSpec spec;
+      spec.kv_lens = {0, 1, 2, 3, 64, 65, 1000, 4099};
+      spec.s_q = s_q;
+      spec.format = f;
+      spec.dist = Distribution::peaked;
+      spec.page_size = s_q == 3 ? 16 : 0;
+      spec.spare_rows = 32;
+      spec.seed = 40 + s_q;
+      expect_correct(spec);
+    }
+  }
 }
 
 }  // namespace

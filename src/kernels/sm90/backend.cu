@@ -8,6 +8,7 @@
 
 #include "host/cuda_backend.h"
 #include "host/planner.h"
+#include "host/problem_access.h"
 #include "host/validate.h"
 #include "kernels/sm90/launch.h"
 
@@ -65,9 +66,6 @@ Status workspace_size(const Problem& p, std::size_t* bytes) {
 }
 
 Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
-  if (p.s_q != 1) {
-    return {StatusCode::unsupported, "the cuda backend supports s_q = 1 only (got " + std::to_string(p.s_q) + ")"};
-  }
   int sms = 0;
   Status s = device_sms(&sms);
   if (!s.ok()) return s;
@@ -86,8 +84,12 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   s = validate_contents(p, qo.data(), kv.data(), pages.empty() ? nullptr : pages.data());
   if (!s.ok()) return s;
 
-  std::vector<std::int32_t> lengths(std::size_t(p.batch));
-  for (int b = 0; b < p.batch; ++b) lengths[std::size_t(b)] = kv[std::size_t(b) + 1] - kv[std::size_t(b)];
+  // One virtual request per query token: row b·s_q + i sees the first L_b − s_q + i + 1 keys.
+  std::vector<std::int32_t> lengths(std::size_t(p.total_q));
+  for (int b = 0; b < p.batch; ++b) {
+    const std::int64_t len = kv[std::size_t(b) + 1] - kv[std::size_t(b)];
+    for (int i = 0; i < p.s_q; ++i) lengths[std::size_t(b) * p.s_q + i] = std::int32_t(visible_keys(len, p.s_q, i));
+  }
   const WorkList wl = build_work_list(lengths, sms, sm90::decode_tile_tokens(p.kv.format));
   const WorkspaceLayout layout = workspace_layout(p.batch, p.s_q, sms);
   if (bytes < layout.total_bytes) {
@@ -122,13 +124,13 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
 }
 
 Status run(const Problem& p, const Plan& plan, void* stream) {
-  if (p.s_q != 1) return {StatusCode::unsupported, "the cuda backend supports s_q = 1 only"};
   const WorkspaceLayout layout = workspace_layout(plan.batch, plan.s_q, plan.device_sms);
   auto* base = static_cast<std::uint8_t*>(plan.workspace);
   auto* st = static_cast<cudaStream_t>(stream);
 
   sm90::DecodeParams d{};
   d.q = p.q;
+  d.s_q = p.s_q;
   d.kv = static_cast<const std::uint8_t*>(p.kv.data);
   d.kv_row_stride = p.kv.row_stride_bytes;
   d.kv_scales = p.kv.format == KvFormat::mxfp4 ? p.kv.scales : nullptr;
@@ -151,7 +153,7 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   if (plan.num_split_requests > 0) {
     sm90::CombineParams c{};
     c.splits = reinterpret_cast<const RequestSplit*>(base + layout.splits_offset);
-    c.batch = plan.batch;
+    c.rows = int(p.total_q);
     c.partial_o = d.partial_o;
     c.partial_lse = d.partial_lse;
     c.out = p.out;

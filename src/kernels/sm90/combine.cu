@@ -1,7 +1,7 @@
 // sm90 split combine: merges the fp32 partials of requests whose KV was split over several
 // work items, by LSE, through the shared SoftmaxState merge rule.
 //
-// Grid: (request, head) — CTAs of requests the decode kernel wrote directly return at once.
+// Grid: (q row, head) — CTAs of rows the decode kernel wrote directly return at once.
 // 128 threads; each owns 4 value dims. The CTA first merges the partial LSEs (each thread a
 // strided subset, then warp butterflies and one shared-memory step of SoftmaxState::merge), puts
 // every partial's weight in shared memory, then sums the weighted partials with 8 independent
@@ -29,8 +29,8 @@ __device__ __forceinline__ SoftmaxState<float> merge(const SoftmaxState<float>& 
 }
 
 __global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant__ CombineParams p) {
-  const int b = blockIdx.x, h = blockIdx.y;
-  const RequestSplit split = p.splits[b];  // written by plan(), not by the decode grid
+  const int b = blockIdx.x, h = blockIdx.y;  // b: q row (virtual request)
+  const RequestSplit split = p.splits[b];    // written by plan(), not by the decode grid
   if (split.num_partials == 0) return;
   // Launched early (programmatic dependent launch): wait for the decode grid's partials.
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant
 cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream) {
   // Programmatic dependent launch: the grid may start while the decode grid still runs.
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(p.batch, kNumHeads);
+  cfg.gridDim = dim3(p.rows, kNumHeads);
   cfg.blockDim = dim3(kThreads);
   cfg.stream = stream;
   cudaLaunchAttribute attr{};

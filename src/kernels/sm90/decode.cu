@@ -1,7 +1,8 @@
 // sm90 MLA decode: 16 heads against one shared 576-wide latent row per token.
 //
-// Grid: one CTA per work item (request b, KV range [kv_begin, kv_end)); 8 warps.
-// One CTA owns all 16 heads of its request and streams its KV range once, in tiles of 64 tokens:
+// Grid: one CTA per work item (q row v = b·s_q + i, KV range [kv_begin, kv_end), the range already
+// cut to query token i's causal length); 8 warps. One CTA owns all 16 heads of its q row and
+// streams its KV range once (once per query token when s_q > 1), in tiles of 64 or 128 tokens:
 //
 //   global ──cp.async 16 B──▶ raw stage (S stages deep) ──dequant──▶ 16-bit tile (fp8, mxfp4)
 //   S  = Q·Kᵀ   mma.sync m16n8k16, M = the 16 heads exactly; warp (tg, kh) = (w % 4, w / 4)
@@ -295,12 +296,14 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   const int tg = warp % 4, kh = warp / 4;  // S = Q·Kᵀ: tokens [tg·kTokensS, +kTokensS), dims [288kh, +288)
   const int sh = 2 * warp + lane / 16, si = lane % 16;  // softmax: head sh, tokens [si·kTokensLane, +kTokensLane)
 
+  // item.request is a q row v = b · s_q + i (its KV range already cut to token i's causal length).
+  const int b = item.request / p.s_q;
   Decoder<F> dec{p, 0, 0};
   if (p.page_table == nullptr) {
-    dec.row_base = __ldg(p.kv_indptr + item.request);
+    dec.row_base = __ldg(p.kv_indptr + b);
   } else {
-    dec.page_base = p.page_table_stride > 0 ? std::int64_t(item.request) * p.page_table_stride
-                                            : std::int64_t(__ldg(p.kv_indptr + item.request));
+    dec.page_base =
+        p.page_table_stride > 0 ? std::int64_t(b) * p.page_table_stride : std::int64_t(__ldg(p.kv_indptr + b));
   }
 
   // Q of this request (16 rows × 1152 bytes) joins the first stage's copy group.

@@ -9,7 +9,8 @@
 namespace mla::sm90 {
 
 struct DecodeParams {
-  const std::uint16_t* q;          // [total_q × 16 × 576] bf16; request b's row is b · s_q (s_q = 1)
+  const std::uint16_t* q;          // [total_q × 16 × 576] bf16; work items name a q row v = b · s_q + i
+  int s_q;                         // query tokens per request: request b = v / s_q
   const std::uint8_t* kv;          // [kv_rows × kv_row_stride] bytes in the format's row layout
   std::int64_t kv_row_stride;      // bytes, multiple of 16
   const std::uint8_t* kv_scales;   // mxfp4: [kv_rows × scale_stride] E8M0; else null
@@ -29,12 +30,12 @@ struct DecodeParams {
 };
 
 struct CombineParams {
-  const RequestSplit* splits;  // [batch]
-  int batch;
-  const float* partial_o;    // [max_partials × 16 × 512]
-  const float* partial_lse;  // [max_partials × 16]
-  std::uint16_t* out;        // [total_q × 16 × 512] bf16
-  float* lse;                // [total_q × 16] or null
+  const RequestSplit* splits;  // [rows] one per q row (virtual request b · s_q + i)
+  int rows;                    // total_q
+  const float* partial_o;      // [max_partials × 16 × 512]
+  const float* partial_lse;    // [max_partials × 16]
+  std::uint16_t* out;          // [total_q × 16 × 512] bf16
+  float* lse;                  // [total_q × 16] or null
 };
 
 }  // namespace mla::sm90
