@@ -4,17 +4,17 @@
 // cut to query token i's causal length); 8 warps. One CTA owns all 16 heads of its q row and
 // streams its KV range once (once per query token when s_q > 1), in tiles of 64 or 128 tokens:
 //
-//   global ──cp.async 16 B──▶ raw stage (S stages deep) ──dequant──▶ 16-bit tile (fp8, mxfp4)
+//   global ──cp.async 16 B──▶ raw stage (S stages deep) [──dequant──▶ bf16 tile: MXFP4 only]
 //   S  = Q·Kᵀ   mma.sync m16n8k16, M = the 16 heads exactly; warp (tg, kh) = (w % 4, w / 4)
-//               owns tokens [16tg, 16tg+16) × dims [288kh, 288kh+288), its Q fragments held in
-//               registers for the whole item; the two dim halves meet in shared memory
+//               owns tokens [tg·T/4, (tg+1)·T/4) × dims [288kh, 288kh+288), its Q fragments held
+//               in registers for the whole item; the two dim halves meet in shared memory
 //   softmax     half-warp per head (SoftmaxState), P → shared memory
-//   O += P·V    mma.sync m16n8k16: warp w owns value dims [64w, 64w+64), V = the same tile
+//   O += P·V    mma.sync m16n8k16: warp w owns value dims [64w, 64w+64), V = the same rows
 //
-// No padding rows: M = 16 = the heads. bf16 KV is consumed straight from its stage. fp8 is
-// dequantized (one cvt per pair, exact) into an fp16 tile and multiplied in fp16 against Q
-// scaled per head by a power of two; MXFP4 into a bf16 tile. Either tile is shared by all 16
-// heads and both matmuls.
+// No padding rows: M = 16 = the heads. bf16 KV is consumed straight from its stage. fp8 is read
+// from its raw stage with ldmatrix and converted in registers (one exact cvt per pair) for both
+// matmuls, which run in fp16 against Q scaled per head by a power of two. MXFP4 is dequantized
+// once per tile into a bf16 tile shared by all 16 heads and both matmuls.
 // Finished items write bf16 O and LSE; split items write normalised fp32 partials that
 // combine.cu merges by LSE.
 #include <cuda_runtime.h>
@@ -56,7 +56,7 @@ struct Traits<KvFormat::bf16> {
 };
 template <>
 struct Traits<KvFormat::fp8> {
-  static constexpr int kTile = 128;  // twice the work per barrier: fp8 is bound by per-tile latency
+  static constexpr int kTile = 128;  // twice the work per barrier (bought ~8 %; fp8 is bound by its conversions)
   static constexpr int kStages = 2;
   static constexpr int kRawPitch = kHeadDim + 16;  // 592: 8 rows hit 8 distinct 16-byte bank groups
   static constexpr int kRowBytes = kHeadDim;
