@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Checks an `mla bench --json` result against every line of the speed goal (issue 4).
+
+usage: scripts/issue4_goals.py bench/results/FILE.json
+Exit status 0 when every goal is met. FlashMLA's device times are SPEC §4's table (H200,
+2026-11-29, bf16 KV, page 64, main + combine kernels).
+"""
+import json
+import math
+import sys
+
+FLASHMLA_US = {(4, 1024): 12.1, (4, 8192): 25.5, (32, 1024): 24.8, (32, 8192): 89.8,
+               (64, 1024): 37.9, (64, 8192): 157.5, (256, 1024): 91.9, (256, 8192): 573.9}
+GEOMEAN_RATIO = {"bf16": 1.10, "fp8": 1.15, "mxfp4": 1.25}
+BANDWIDTH_FRACTION = {"bf16": 0.97, "fp8": 0.95, "mxfp4": 0.90}
+CALL_SLACK_US = 3.0
+
+
+def main(path):
+    cases = json.load(open(path))["cases"]
+    ok = True
+
+    def report(passed, text):
+        nonlocal ok
+        ok = ok and passed
+        print(("PASS " if passed else "FAIL ") + text)
+
+    for fmt, bound in GEOMEAN_RATIO.items():
+        cs = [c for c in cases if c["format"] == fmt]
+        g = lambda k: math.exp(sum(math.log(c[k]) for c in cs) / len(cs))
+        ratio = g("device_us") / g("floor_device_us")
+        report(ratio <= bound, f"{fmt}: geomean device / floor = {ratio:.3f} (goal <= {bound})")
+    for c in cases:
+        key = (c["batch"], c["kv_len"])
+        if key in FLASHMLA_US:
+            report(c["device_us"] < FLASHMLA_US[key],
+                   f"{c['format']} {key[0]}x{key[1]}: {c['device_us']:.1f} us vs FlashMLA {FLASHMLA_US[key]} us")
+    for c in cases:
+        if (c["batch"], c["kv_len"]) == (256, 8192):
+            frac = c["floor_device_us"] / c["device_us"]
+            bound = BANDWIDTH_FRACTION[c["format"]]
+            report(frac >= bound, f"{c['format']} 256x8192: {100 * frac:.1f} % of the floor's bandwidth (goal >= {100 * bound:.0f} %)")
+    for c in cases:
+        over = c["call_us"] - c["floor_call_us"]
+        report(over <= CALL_SLACK_US, f"{c['format']} {c['batch']}x{c['kv_len']}: call {c['call_us']:.1f} us, "
+                                      f"floor call {c['floor_call_us']:.1f} us (+{over:.1f}, goal <= +{CALL_SLACK_US})")
+    bad = [c for c in cases if not (c["relerr"] <= 4e-3)]
+    report(not bad, f"relerr <= 4e-3 in every case ({len(cases) - len(bad)} of {len(cases)})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    sys.exit(main(sys.argv[1]))
