@@ -277,7 +277,8 @@ TEST(GpuDecode, MultiTokenQueriesCausal) {
       spec.s_q = s_q;
       spec.format = f;
       spec.dist = Distribution::peaked;
-      spec.page_size = s_q == 3 ? 16 : 0;
+      spec.page_size = s_q == 3 ? 16 : (s_q == 4 ? 1 : 0);
+      spec.flat_page_table = s_q == 4;  // FlashInfer kv_indices: page base = kv_indptr[b]
       spec.spare_rows = 32;
       spec.seed = 40 + s_q;
       expect_correct(spec);
