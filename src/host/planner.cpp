@@ -9,6 +9,11 @@ std::size_t align256(std::size_t x) {
   return (x + 255) / 256 * 256;
 }
 
+// Items a request of `len` tokens becomes with pieces of at most `chunk` tokens (an empty one: 1).
+std::int64_t pieces(std::int64_t len, std::int64_t chunk) {
+  return std::max<std::int64_t>(1, (len + chunk - 1) / chunk);
+}
+
 }  // namespace
 
 WorkspaceLayout workspace_layout(int batch, int s_q, int target_items) {
@@ -42,7 +47,7 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
   for (std::int32_t len : kv_lengths) max_len = std::max<std::int64_t>(max_len, len);
   const auto items_for = [&](std::int64_t chunk) {
     std::int64_t n = 0;
-    for (std::int32_t len : kv_lengths) n += std::max<std::int64_t>(1, (len + chunk - 1) / chunk);
+    for (std::int32_t len : kv_lengths) n += pieces(len, chunk);
     return n;
   };
   std::int64_t chunk;
@@ -64,7 +69,7 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
   wl.splits.assign(std::size_t(batch), RequestSplit{0, 0});
   for (int b = 0; b < batch; ++b) {
     const std::int64_t len = kv_lengths[std::size_t(b)];
-    const std::int64_t n = std::max<std::int64_t>(1, (len + chunk - 1) / chunk);
+    const std::int64_t n = pieces(len, chunk);
     if (n == 1) {
       wl.items.push_back({b, 0, std::int32_t(len), -1});
       continue;
