@@ -9,9 +9,16 @@
 namespace mla::sm90 {
 
 int decode_tile_tokens(KvFormat format);  // KV tokens per tile; work-item splits are multiples of it
+int decode_ctas_per_sm(KvFormat format);  // resident decode CTAs per SM: the planner's wave is SMs × this
+constexpr int kMaxDecodeCtasPerSm = 2;    // sizes the workspace for every format alike
 // Once per process and format, before launch_decode (raises the dynamic shared-memory limit).
 cudaError_t prepare_decode(KvFormat format);
 cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream);
+// decode_fp8.cu: the fp8 kernel (wgmma on the raw e4m3 bytes).
+int decode_fp8_tile_tokens();
+int decode_fp8_ctas_per_sm();
+cudaError_t prepare_decode_fp8();
+cudaError_t launch_decode_fp8(const DecodeParams& p, cudaStream_t stream);
 cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream);
 
 }  // namespace mla::sm90

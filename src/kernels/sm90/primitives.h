@@ -1,0 +1,68 @@
+// Device primitives shared by the sm90 decode kernels: asynchronous copies, ldmatrix, and the
+// logical-token → physical-KV-row map of one request (contiguous or paged).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/sm90/decode_params.h"
+
+namespace mla::sm90 {
+
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy; src_bytes = 0 writes zeros without reading (masked rows).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// Lets a dependent grid launched with programmatic stream serialization (the combine) start now;
+// it waits in griddepcontrol.wait until this grid has finished and its writes are visible.
+__device__ __forceinline__ void launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
+// Logical token n of request b → its physical KV row (64-bit: the cache may exceed 2^31 bytes).
+struct KvRowMap {
+  const DecodeParams& p;
+  std::int64_t row_base = 0;   // contiguous: kv_indptr[b]
+  std::int64_t page_base = 0;  // paged: first page-table entry of the request
+
+  __device__ KvRowMap(const DecodeParams& params, int b) : p(params) {
+    if (p.page_table == nullptr) {
+      row_base = __ldg(p.kv_indptr + b);
+    } else {
+      page_base =
+          p.page_table_stride > 0 ? std::int64_t(b) * p.page_table_stride : std::int64_t(__ldg(p.kv_indptr + b));
+    }
+  }
+  __device__ std::int64_t operator()(int n) const {
+    if (p.page_table == nullptr) return row_base + n;
+    const std::int64_t page = __ldg(p.page_table + page_base + (n >> p.page_shift));
+    return (page << p.page_shift) + (n & ((1 << p.page_shift) - 1));
+  }
+};
+
+}  // namespace mla::sm90
