@@ -266,6 +266,7 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   pl.tokens_per_split = wl.tokens_per_split;
   pl.num_work_items = int(wl.items.size());
   pl.num_split_requests = wl.num_split_requests;
+  pl.max_request_partials = wl.max_request_partials;
   pl.grid = std::min(hardware_threads(), pl.num_work_items);
   pl.workspace_bytes = ws.layout.total_bytes;
   pl.workspace = workspace;

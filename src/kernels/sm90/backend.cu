@@ -90,8 +90,10 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
     const std::int64_t len = kv[std::size_t(b) + 1] - kv[std::size_t(b)];
     for (int i = 0; i < p.s_q; ++i) lengths[std::size_t(b) * p.s_q + i] = std::int32_t(visible_keys(len, p.s_q, i));
   }
-  const WorkList wl =
-      build_work_list(lengths, sms * sm90::decode_ctas_per_sm(p.kv.format), sm90::decode_tile_tokens(p.kv.format));
+  // No floor on the split size: measured on the H200, 4 tiles per split item (fewer partials)
+  // made 4×1024 slower (14 → 18–27 µs) and no suite shape faster (docs/perf-notes.md, v10).
+  const WorkList wl = build_work_list(lengths, sms * sm90::decode_ctas_per_sm(p.kv.format),
+                                      sm90::decode_tile_tokens(p.kv.format));
   const WorkspaceLayout layout = workspace_layout(p.batch, p.s_q, sms * sm90::kMaxDecodeCtasPerSm);
   if (bytes < layout.total_bytes) {
     return {StatusCode::workspace_too_small,
@@ -116,6 +118,7 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   pl.tokens_per_split = wl.tokens_per_split;
   pl.num_work_items = int(wl.items.size());
   pl.num_split_requests = wl.num_split_requests;
+  pl.max_request_partials = wl.max_request_partials;
   pl.grid = pl.num_work_items;
   pl.workspace_bytes = layout.total_bytes;
   pl.workspace = workspace;
@@ -159,7 +162,7 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
     c.partial_lse = d.partial_lse;
     c.out = p.out;
     c.lse = p.lse;
-    e = sm90::launch_combine(c, st);
+    e = sm90::launch_combine(c, plan.max_request_partials, st);
     if (e != cudaSuccess) return cuda_fail("launching the combine kernel", e);
   }
   return Status::success();

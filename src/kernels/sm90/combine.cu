@@ -2,13 +2,16 @@
 // work items, by LSE, through the shared SoftmaxState merge rule.
 //
 // Grid: (q row, head) — CTAs of rows the decode kernel wrote directly return at once.
-// 128 threads; each owns 4 value dims. The CTA first merges the partial LSEs (each thread a
-// strided subset, then warp butterflies and one shared-memory step of SoftmaxState::merge), puts
-// every partial's weight in shared memory, then sums the weighted partials with 8 independent
-// 16-byte loads in flight per thread. Partials are finite (an empty one is zeros), so a zero
+// 128·G threads = 128 dim lanes (4 value dims each) × G partial groups, G = 1..4 from the longest
+// split (more loads in flight where few CTAs stream many partials). The CTA first merges the
+// partial LSEs (each thread a strided subset, then warp butterflies and one shared-memory step of
+// SoftmaxState::merge), puts every partial's weight in shared memory, then group g sums partials
+// g, g + G, … with 8 independent 16-byte loads in flight per thread, and group 0 adds the group
+// sums in a fixed order (deterministic). Partials are finite (an empty one is zeros), so a zero
 // weight needs no branch.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/common/bf16.h"
@@ -18,8 +21,10 @@
 namespace mla::sm90 {
 namespace {
 
-constexpr int kThreads = kValueDim / 4;  // 128: 4 dims each
-constexpr int kWarps = kThreads / 32;
+constexpr int kLanes = kValueDim / 4;  // 128 dim lanes: 4 dims each
+constexpr int kMaxGroups = 4;           // partial groups: group g sums partials g, g + G, …
+constexpr int kMaxThreads = kLanes * kMaxGroups;
+constexpr int kMaxWarps = kMaxThreads / 32;
 constexpr int kUnroll = 8;         // partial loads in flight per thread
 constexpr int kWeightChunk = 256;  // partial weights held in shared memory at a time
 
@@ -28,7 +33,7 @@ __device__ __forceinline__ SoftmaxState<float> merge(const SoftmaxState<float>& 
   return SoftmaxState<float>::merge(a, b, &wa, &wb);
 }
 
-__global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant__ CombineParams p) {
+__global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_constant__ CombineParams p) {
   const int b = blockIdx.x, h = blockIdx.y;  // b: q row (virtual request)
   const RequestSplit split = p.splits[b];    // written by plan(), not by the decode grid
   if (split.num_partials == 0) return;
@@ -37,41 +42,44 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float* lse = p.partial_lse + std::int64_t(split.first_partial) * kNumHeads + h;  // stride kNumHeads
 
+  const int threads = int(blockDim.x), warps = threads / 32, groups = threads / kLanes;
   SoftmaxState<float> st = SoftmaxState<float>::empty();
-  for (int i = threadIdx.x; i < split.num_partials; i += kThreads) {
+  for (int i = threadIdx.x; i < split.num_partials; i += threads) {
     st = merge(st, SoftmaxState<float>::from_lse(lse[std::int64_t(i) * kNumHeads]));
   }
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) {
     st = merge(st, {__shfl_xor_sync(0xffffffffu, st.m, off), __shfl_xor_sync(0xffffffffu, st.l, off)});
   }
-  __shared__ SoftmaxState<float> warp_state[kWarps];
+  __shared__ SoftmaxState<float> warp_state[kMaxWarps];
   if (lane == 0) warp_state[warp] = st;
   __syncthreads();
   st = warp_state[0];
-#pragma unroll
-  for (int w = 1; w < kWarps; ++w) st = merge(st, warp_state[w]);
+  for (int w = 1; w < warps; ++w) st = merge(st, warp_state[w]);
 
   // Weights of all partials first (shared memory), then the weighted sum with kUnroll
   // independent 16-byte loads in flight per thread — no load waits on a weight or a branch.
   __shared__ float weight[kWeightChunk];
-  const float* o = p.partial_o + (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + 4 * threadIdx.x;
+  const int dl = threadIdx.x % kLanes, grp = threadIdx.x / kLanes;
+  const float* o = p.partial_o + (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + 4 * dl;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int base = 0; base < split.num_partials; base += kWeightChunk) {
     const int n = min(kWeightChunk, split.num_partials - base);
     __syncthreads();  // the previous chunk's weights are consumed
-    for (int i = threadIdx.x; i < n; i += kThreads) weight[i] = st.weight_of(lse[std::int64_t(base + i) * kNumHeads]);
+    for (int i = threadIdx.x; i < n; i += threads) weight[i] = st.weight_of(lse[std::int64_t(base + i) * kNumHeads]);
     __syncthreads();
-    for (int i = 0; i < n; i += kUnroll) {
+    for (int i = grp; i < n; i += groups * kUnroll) {
       float4 v[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        v[u] = i + u < n ? *reinterpret_cast<const float4*>(o + std::int64_t(base + i + u) * kNumHeads * kValueDim)
-                         : make_float4(0.f, 0.f, 0.f, 0.f);
+        const int j = i + groups * u;
+        v[u] = j < n ? *reinterpret_cast<const float4*>(o + std::int64_t(base + j) * kNumHeads * kValueDim)
+                     : make_float4(0.f, 0.f, 0.f, 0.f);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const float w = i + u < n ? weight[i + u] : 0.f;
+        const int j = i + groups * u;
+        const float w = j < n ? weight[j] : 0.f;
         acc.x += w * v[u].x;
         acc.y += w * v[u].y;
         acc.z += w * v[u].z;
@@ -79,7 +87,15 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant
       }
     }
   }
-  std::uint16_t* out = p.out + (std::int64_t(b) * kNumHeads + h) * kValueDim + 4 * threadIdx.x;
+  __shared__ float4 group_sum[kMaxGroups - 1][kLanes];
+  if (grp > 0) group_sum[grp - 1][dl] = acc;
+  __syncthreads();
+  if (grp > 0) return;
+  for (int g2 = 0; g2 < groups - 1; ++g2) {
+    const float4 x = group_sum[g2][dl];
+    acc.x += x.x, acc.y += x.y, acc.z += x.z, acc.w += x.w;
+  }
+  std::uint16_t* out = p.out + (std::int64_t(b) * kNumHeads + h) * kValueDim + 4 * dl;
   *reinterpret_cast<uint2*>(out) =
       make_uint2(std::uint32_t(float_to_bf16(acc.x)) | (std::uint32_t(float_to_bf16(acc.y)) << 16),
                  std::uint32_t(float_to_bf16(acc.z)) | (std::uint32_t(float_to_bf16(acc.w)) << 16));
@@ -88,11 +104,12 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const __grid_constant
 
 }  // namespace
 
-cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream) {
+cudaError_t launch_combine(const CombineParams& p, int max_partials, cudaStream_t stream) {
   // Programmatic dependent launch: the grid may start while the decode grid still runs.
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(p.rows, kNumHeads);
-  cfg.blockDim = dim3(kThreads);
+  // One group per 16 partials (two rounds of 8 loads in flight), at most kMaxGroups.
+  cfg.blockDim = dim3(kLanes * std::clamp((max_partials + 15) / 16, 1, kMaxGroups));
   cfg.stream = stream;
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -92,24 +92,27 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// D[64×16] += A[64×32] · B[16×32]ᵀ, A e4m3 in registers (this warp's 16 rows), B in shared memory.
+// D[64×16] (+)= A · Bᵀ with A in registers (this warp's 16 rows of the 64) and B[16 × K] in shared
+// memory. kAccumulate = false starts a fresh accumulator (D's old contents ignored).
+// e4m3, K = 32:
+template <bool kAccumulate = true>
 __device__ __forceinline__ void wgmma_rs(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t b) {
   asm volatile(
-      "{\n.reg .pred acc;\nsetp.ne.b32 acc, 1, 0;\n"
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %13, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, acc, 1, "
       "1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(int(kAccumulate)));
 }
-
-// D[64×16] += A[64×16] · B[16×16]ᵀ, fp16, A in registers (this warp's 16 rows), B in shared memory.
+// fp16, K = 16:
+template <bool kAccumulate = true>
 __device__ __forceinline__ void wgmma_rs_f16(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t b) {
   asm volatile(
-      "{\n.reg .pred acc;\nsetp.ne.b32 acc, 1, 0;\n"
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %13, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, acc, 1, 1, "
       "0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(int(kAccumulate)));
 }
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
@@ -249,13 +252,18 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kCtasPerSm) decode_fp8_kerne
     for (int i = 0; i < 8; ++i) o[mt][i] = 0.f;
   }
   float lscale[4] = {0.f, 0.f, 0.f, 0.f};
+  // Descriptors of the wgmma B operands; a k step advances the start address (bits 0–13, in
+  // 16-byte units) by whole chunks without carrying out of the field (shared memory < 256 KB).
+  const std::uint64_t desc_q = desc(sm.q.bytes[0][0][0], CoreTile<kNumHeads, 2 * kHeadDim>::sbo());
+  const std::uint64_t desc_p[2] = {desc(sm.p[0].bytes[0][0][0], CoreTile<kNumHeads, Tr::kTile>::sbo()),
+                                   desc(sm.p[1].bytes[0][0][0], CoreTile<kNumHeads, Tr::kTile>::sbo())};
 
   for (int t = 0; t < num_tiles; ++t) {
     const int stage = t % Tr::kStages;
     const int t0 = item.kv_begin + t * Tr::kTile;
     cp_async_wait<0>();
-    fence_proxy_async();  // cp.async and Q/P stores (generic proxy) → wgmma reads (async proxy)
-    __syncthreads();      // tile t landed everywhere; iteration t−1 finished everywhere
+    if (t == 0) fence_proxy_async();  // Q stores (generic proxy) → wgmma reads (async proxy)
+    __syncthreads();                  // tile t landed everywhere; iteration t−1 finished everywhere
     if (t == 0) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) lscale[i] = sm.logit_scale[head[i]];
@@ -265,9 +273,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kCtasPerSm) decode_fp8_kerne
 
     // Sᵀ (tokens × heads) = K · Qᵀ: K converted in registers in batches of kBatch k16 steps,
     // two batches in flight (a batch's registers are reused once the batch before it retired).
-    float s[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) s[i] = 0.f;
+    float sacc[2][8];  // even and odd batches: two independent chains, each started fresh
     std::uint32_t ka[2][Tr::kBatch][4];
     constexpr int kBatches = Tr::kSteps / Tr::kBatch;
     static_assert(Tr::kSteps % Tr::kBatch == 0 && Tr::kBatch % 2 == 0, "whole batches of ldmatrix pairs");
@@ -291,17 +297,26 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kCtasPerSm) decode_fp8_kerne
         fence_regs(a[2 * jj]);
         fence_regs(a[2 * jj + 1]);
       }
-      fence_regs(s);
+      fence_regs(sacc[bt % 2]);
       wgmma_fence();
 #pragma unroll
       for (int i = 0; i < Tr::kBatch; ++i) {
         const int k = bt * Tr::kBatch + i;
-        wgmma_rs_f16(s, a[i], desc(sm.q.bytes[0][2 * k][0], CoreTile<kNumHeads, 2 * kHeadDim>::sbo()));
+        const std::uint64_t b = desc_q + 16 * k;  // + 256 bytes (two chunks) per k16 step
+        if (bt < 2 && i == 0) {
+          wgmma_rs_f16<false>(sacc[bt % 2], a[i], b);
+        } else {
+          wgmma_rs_f16(sacc[bt % 2], a[i], b);
+        }
       }
       wgmma_commit();
     }
     wgmma_wait<0>();
-    fence_regs(s);
+    fence_regs(sacc[0]);
+    fence_regs(sacc[1]);
+    float s[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) s[i] = sacc[0][i] + sacc[1][i];
 #pragma unroll
     for (int b2 = 0; b2 < 2; ++b2) {
 #pragma unroll
@@ -343,53 +358,64 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kCtasPerSm) decode_fp8_kerne
     fence_proxy_async();
     __syncthreads();  // P complete
 
-    // Oᵀ = f·Oᵀ + Vᵀ·Pᵀ, half of the m-tiles at a time: Vᵀ fragments (dims 64mt + 16w + [0, 16) ×
-    // tokens 32ks + [0, 32)) from the raw tile, the tile's product into fresh accumulators, then
-    // added in fp32.
+    // Oᵀ = f·Oᵀ + Vᵀ·Pᵀ, two m-tiles per group, two groups in flight: a group's Vᵀ fragments (dims
+    // 64mt + 16w + [0, 16) × tokens 32ks + [0, 32)) come from the raw tile while the group before
+    // runs; each group's product goes to fresh accumulators that are then added to the fp32 O.
+    constexpr int kGroupTiles = 2, kGroups = Tr::kMTiles / kGroupTiles;
+    std::uint32_t va[2][kGroupTiles][Tr::kPvSteps][4];
+    float acc[2][kGroupTiles][8];
+    auto fold = [&](int grp) {
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      constexpr int kHalf = Tr::kMTiles / 2;
-      std::uint32_t va[kHalf][Tr::kPvSteps][4];
-      float acc[kHalf][8];
+      for (int m = 0; m < kGroupTiles; ++m) {
+        fence_regs(acc[grp % 2][m]);
 #pragma unroll
-      for (int m = 0; m < kHalf; ++m) {
-        const int mt = hf * kHalf + m;
+        for (int ks = 0; ks < Tr::kPvSteps; ++ks) fence_regs(va[grp % 2][m][ks]);
+        const int mt = grp * kGroupTiles + m;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o[mt][i] = o[mt][i] * f[(i / 4) * 2 + (i % 2)] + acc[grp % 2][m][i];
+      }
+    };
+#pragma unroll
+    for (int grp = 0; grp < kGroups; ++grp) {
+      if (grp >= 2) {
+        wgmma_wait<1>();  // group grp − 2 retired
+        fold(grp - 2);
+      }
+#pragma unroll
+      for (int m = 0; m < kGroupTiles; ++m) {
+        const int mt = grp * kGroupTiles + m;
 #pragma unroll
         for (int ks = 0; ks < Tr::kPvSteps; ++ks) {
-          std::uint32_t r[4];  // matrix i: tokens 32ks + 8i + [0, 8) × the 16 dims (one core matrix)
+          std::uint32_t r[4];  // matrix i: tokens 32ks + 8i + [0, 8) × the 16 dims
           ldmatrix_x4_trans(r, &sm.kv[stage][32 * ks + lane][(4 * mt + warp) * 16]);
           // r[i] bytes: (token 2c, dim 2g), (2c, 2g+1), (2c+1, 2g), (2c+1, 2g+1) of matrix i.
-          va[m][ks][0] = __byte_perm(r[0], r[1], 0x6420);  // row g   = dim 2g
-          va[m][ks][1] = __byte_perm(r[0], r[1], 0x7531);  // row g+8 = dim 2g+1
-          va[m][ks][2] = __byte_perm(r[2], r[3], 0x6420);
-          va[m][ks][3] = __byte_perm(r[2], r[3], 0x7531);
-          fence_regs(va[m][ks]);
+          std::uint32_t(&a)[4] = va[grp % 2][m][ks];
+          a[0] = __byte_perm(r[0], r[1], 0x6420);  // row g   = dim 2g
+          a[1] = __byte_perm(r[0], r[1], 0x7531);  // row g+8 = dim 2g+1
+          a[2] = __byte_perm(r[2], r[3], 0x6420);
+          a[3] = __byte_perm(r[2], r[3], 0x7531);
+          fence_regs(a);
         }
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc[m][i] = 0.f;
-        fence_regs(acc[m]);
       }
       wgmma_fence();
 #pragma unroll
-      for (int m = 0; m < kHalf; ++m) {
+      for (int m = 0; m < kGroupTiles; ++m) {
 #pragma unroll
         for (int ks = 0; ks < Tr::kPvSteps; ++ks) {
-          wgmma_rs(acc[m], va[m][ks], desc(sm.p[0].bytes[0][2 * ks][0], CoreTile<kNumHeads, Tr::kTile>::sbo()));
-          wgmma_rs(acc[m], va[m][ks], desc(sm.p[1].bytes[0][2 * ks][0], CoreTile<kNumHeads, Tr::kTile>::sbo()));
+          if (ks == 0) {
+            wgmma_rs<false>(acc[grp % 2][m], va[grp % 2][m][ks], desc_p[0]);  // fresh accumulator
+          } else {
+            wgmma_rs(acc[grp % 2][m], va[grp % 2][m][ks], desc_p[0] + 16 * ks);
+          }
+          wgmma_rs(acc[grp % 2][m], va[grp % 2][m][ks], desc_p[1] + 16 * ks);
         }
       }
       wgmma_commit();
-      wgmma_wait<0>();
-#pragma unroll
-      for (int m = 0; m < kHalf; ++m) {
-        fence_regs(acc[m]);
-#pragma unroll
-        for (int ks = 0; ks < Tr::kPvSteps; ++ks) fence_regs(va[m][ks]);
-        const int mt = hf * kHalf + m;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) o[mt][i] = o[mt][i] * f[(i / 4) * 2 + (i % 2)] + acc[m][i];
-      }
     }
+    wgmma_wait<1>();
+    fold(kGroups - 2);
+    wgmma_wait<0>();
+    fold(kGroups - 1);
   }
   cp_async_wait<0>();
 

@@ -19,6 +19,7 @@ int decode_fp8_tile_tokens();
 int decode_fp8_ctas_per_sm();
 cudaError_t prepare_decode_fp8();
 cudaError_t launch_decode_fp8(const DecodeParams& p, cudaStream_t stream);
-cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream);
+// `max_partials`: most partials of one row (sizes the CTA: more partial groups for long splits).
+cudaError_t launch_combine(const CombineParams& p, int max_partials, cudaStream_t stream);
 
 }  // namespace mla::sm90
