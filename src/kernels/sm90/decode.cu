@@ -1,21 +1,18 @@
-// sm90 MLA decode from bf16 and MXFP4 KV (fp8 has its own wgmma kernel: decode_fp8.cu), and the
-// per-format dispatch.
+// sm90 MLA decode from bf16 KV (fp8 and MXFP4: decode_wgmma.cu), and the per-format dispatch.
 //
 // Grid: one CTA per work item (q row v = b·s_q + i, KV range [kv_begin, kv_end), the range already
 // cut to query token i's causal length); 8 warps. One CTA owns all 16 heads of its q row and
-// streams its KV range once (once per query token when s_q > 1), in tiles of 64 tokens:
+// streams its KV range once, in tiles of 64 tokens:
 //
-//   global ──cp.async 16 B──▶ raw stage (S stages deep) [──dequant──▶ bf16 tile: MXFP4 only]
+//   global ──cp.async 16 B──▶ bf16 stage (2 stages deep)
 //   S  = Q·Kᵀ   mma.sync m16n8k16, M = the 16 heads exactly; warp (tg, kh) = (w % 4, w / 4)
-//               owns tokens [tg·T/4, (tg+1)·T/4) × dims [288kh, 288kh+288), its Q fragments held
+//               owns tokens [16tg, 16tg+16) × dims [288kh, 288kh+288), its Q fragments held
 //               in registers for the whole item; the two dim halves meet in shared memory
 //   softmax     half-warp per head (SoftmaxState), P → shared memory
 //   O += P·V    mma.sync m16n8k16: warp w owns value dims [64w, 64w+64), V = the same rows
 //
-// No padding rows: M = 16 = the heads. bf16 KV is consumed straight from its stage. MXFP4 is
-// dequantized once per tile into a bf16 tile shared by all 16 heads and both matmuls.
-// Finished items write bf16 O and LSE; split items write normalised fp32 partials that
-// combine.cu merges by LSE.
+// No padding rows: M = 16 = the heads. Finished items write bf16 O and LSE; split items write
+// normalised fp32 partials that combine.cu merges by LSE.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -51,17 +48,7 @@ struct Traits<KvFormat::bf16> {
   static constexpr int kStages = 2;
   static constexpr int kRawPitch = kPitch;  // the stage is the bf16 tile
   static constexpr int kRowBytes = kHeadDim * 2;
-  static constexpr bool kDequant = false;
 };
-template <>
-struct Traits<KvFormat::mxfp4> {
-  static constexpr int kTile = 64;
-  static constexpr int kStages = 4;
-  static constexpr int kRawPitch = kHeadDim / 2 + 16;
-  static constexpr int kRowBytes = kHeadDim / 2;
-  static constexpr bool kDequant = true;
-};
-
 // Work split of one tile of T tokens over the 8 warps.
 template <int kTile>
 struct TileShape {
@@ -82,15 +69,12 @@ struct alignas(128) Smem {
   static constexpr int kTile = T::kTile;
   alignas(16) std::uint8_t q[kNumHeads][kPitch];                                      // Q, bf16
   alignas(16) std::uint8_t raw[T::kStages][kTile][T::kRawPitch];                      // KV as stored
-  alignas(16) std::uint8_t scales[F == KvFormat::mxfp4 ? T::kStages : 1][kTile][32];  // E8M0
-  alignas(16) std::uint8_t tile[T::kDequant ? kTile : 1][kPitch];                     // dequantized 16-bit tile
   alignas(16) float s_part[2][kNumHeads][Sh::kSPitch];  // S partials of the two dim halves
   alignas(16) std::uint8_t p[kNumHeads][Sh::kPPitch];   // P, 16-bit
   float factor[kNumHeads];                              // this tile's rescale of O per head
   float inv_l[kNumHeads];                               // final 1/l (× value scale) per head
 };
 static_assert(sizeof(Smem<KvFormat::bf16>) <= 227 * 1024, "bf16 shared memory over the 227 KB limit");
-static_assert(sizeof(Smem<KvFormat::mxfp4>) <= 227 * 1024, "mxfp4 shared memory over the 227 KB limit");
 
 // D += A·B, m16n8k16, bf16 inputs, fp32 accumulators.
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
@@ -107,18 +91,6 @@ __device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
-// Two E2M1 codes (one byte, low nibble first) times 2^(s−127) → bf16 pair. Exact whenever the
-// product is a normal bf16 (any scale the quantizer makes for finite bf16 input).
-// E2M1 code c placed in fp32 bits as ((c & 7) << 22) | ((c & 8) << 28) is its value · 2^-126
-// exactly (code 1 becomes the subnormal 2^-127); two exact power-of-two multiplies by 2^126 and by
-// the E8M0 value 2^(s−127) give value · 2^(s−127), rounded once to bf16 (exact unless the result
-// leaves bf16's normal range, which no scale made from finite bf16 input does).
-__device__ __forceinline__ std::uint32_t e2m1x2_to_bf16x2(std::uint32_t byte, float e8m0) {
-  const float lo = bits_to_float(((byte & 7u) << 22) | ((byte & 8u) << 28)) * 0x1p126f * e8m0;
-  const float hi = bits_to_float(((byte & 0x70u) << 18) | ((byte & 0x80u) << 24)) * 0x1p126f * e8m0;
-  return pack_bf16x2(lo, hi);
-}
-
 template <KvFormat F>
 struct Decoder {
   using T = Traits<F>;
@@ -128,9 +100,7 @@ struct Decoder {
 
   // Issues the async copy of tokens [t0, t0 + kTile) ∩ [.., end) into stage `s`; rows past `end`
   // are zero-filled. Warp w copies rows w, w+8, …; lanes stride over the row's 16-byte chunks.
-  // MXFP4 scale rows (18 bytes, 2-byte aligned: the stride is even) are loaded into `sc` and
-  // stored by store_scales.
-  __device__ void load_tile(Smem<F>& sm, int s, int t0, int end, std::uint16_t (&sc)[Sh::kRowsPerWarp][1]) const {
+  __device__ void load_tile(Smem<F>& sm, int s, int t0, int end) const {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     constexpr int kChunks = T::kRowBytes / 16;
 #pragma unroll
@@ -142,45 +112,6 @@ struct Decoder {
       const std::uint8_t* src = p.kv + row * p.kv_row_stride;
 #pragma unroll
       for (int c = lane; c < kChunks; c += 32) cp_async16(&sm.raw[s][r][c * 16], src + c * 16, valid ? 16 : 0);
-      if constexpr (F == KvFormat::mxfp4) {
-        // Lanes 0..8 each take 2 of the 18 scale bytes of this row.
-        // One 2-byte load straight into the register store_scales() writes out at the end of
-        // the iteration: nothing consumes it before then, so no warp waits on DRAM here.
-        sc[i][0] = 0;
-        if (valid && lane < 9) {
-          sc[i][0] = __ldg(reinterpret_cast<const unsigned short*>(p.kv_scales + row * p.scale_stride) + lane);
-        }
-      }
-    }
-  }
-
-  __device__ void store_scales(Smem<F>& sm, int s, const std::uint16_t (&sc)[Sh::kRowsPerWarp][1]) const {
-    if constexpr (F == KvFormat::mxfp4) {
-      const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll
-      for (int i = 0; i < Sh::kRowsPerWarp; ++i) {
-        if (lane < 9) *reinterpret_cast<std::uint16_t*>(&sm.scales[s][warp + i * kWarps][2 * lane]) = sc[i][0];
-      }
-    }
-  }
-
-  // Raw MXFP4 stage `s` → bf16 tile. Each thread converts 16-byte chunks (one 32-element block).
-  __device__ void dequant(Smem<F>& sm, int s) const {
-    if constexpr (F == KvFormat::mxfp4) {
-      // One 4-byte word (8 elements) per thread and step: consecutive lanes read consecutive
-      // words and write consecutive 16-byte pieces of the tile (no bank conflicts).
-      constexpr int kWordsPerRow = kHeadDim / 8;  // 72
-      static_assert(T::kTile * kWordsPerRow % kThreads == 0, "whole dequant steps per thread");
-#pragma unroll 6
-      for (int i = 0; i < T::kTile * kWordsPerRow / kThreads; ++i) {
-        const int c = threadIdx.x + i * kThreads;
-        const int r = c / kWordsPerRow, wi = c % kWordsPerRow;
-        const std::uint32_t w = *reinterpret_cast<const std::uint32_t*>(&sm.raw[s][r][wi * 4]);
-        const float scale = decode_e8m0(sm.scales[s][r][wi / 4]);
-        *reinterpret_cast<uint4*>(&sm.tile[r][wi * 16]) =
-            make_uint4(e2m1x2_to_bf16x2(w & 0xFF, scale), e2m1x2_to_bf16x2((w >> 8) & 0xFF, scale),
-                       e2m1x2_to_bf16x2((w >> 16) & 0xFF, scale), e2m1x2_to_bf16x2(w >> 24, scale));
-      }
     }
   }
 };
@@ -212,13 +143,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     cp_async16(&sm.q[h][ch * 16], qsrc + std::int64_t(h) * kHeadDim * 2 + ch * 16, 16);
   }
   const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
-  std::uint16_t sc[Sh::kRowsPerWarp][1];
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < num_tiles) {
-      dec.load_tile(sm, s, item.kv_begin + s * kTile, item.kv_end, sc);
-      dec.store_scales(sm, s, sc);
-    }
+    if (s < num_tiles) dec.load_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
     cp_async_commit();
   }
   cp_async_wait<T::kStages - 2>();
@@ -246,17 +173,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 
     const int next = t + T::kStages - 1;
     const bool load_next = next < num_tiles;
-    if (load_next) dec.load_tile(sm, next % T::kStages, item.kv_begin + next * kTile, item.kv_end, sc);
+    if (load_next) dec.load_tile(sm, next % T::kStages, item.kv_begin + next * kTile, item.kv_end);
     cp_async_commit();
-
-    const std::uint8_t(*kv)[kPitch] = nullptr;  // 16-bit tile: the bf16 stage or dequantized MXFP4
-    if constexpr (T::kDequant) {
-      dec.dequant(sm, stage);
-      __syncthreads();
-      kv = sm.tile;
-    } else if constexpr (F == KvFormat::bf16) {
-      kv = reinterpret_cast<const std::uint8_t(*)[kPitch]>(sm.raw[stage]);
-    }
+    const std::uint8_t(*kv)[kPitch] = sm.raw[stage];  // the bf16 tile
 
     // S partial over this warp's dims for tokens [16tg, 16tg+16): four independent chains.
     {
@@ -347,7 +266,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
           mma_bf16(o[2 * j + 1], a, b[2], b[3]);
         }
     }
-    if (load_next) dec.store_scales(sm, next % T::kStages, sc);
   }
   cp_async_wait<0>();
 
@@ -405,9 +323,8 @@ int decode_tile_tokens(KvFormat format) {
     case KvFormat::bf16:
       return Traits<KvFormat::bf16>::kTile;
     case KvFormat::fp8:
-      return decode_fp8_tile_tokens();
     case KvFormat::mxfp4:
-      return Traits<KvFormat::mxfp4>::kTile;
+      return decode_wgmma_tile_tokens();
   }
   return 64;
 }
@@ -415,9 +332,9 @@ int decode_tile_tokens(KvFormat format) {
 int decode_ctas_per_sm(KvFormat format) {
   switch (format) {
     case KvFormat::fp8:
-      return decode_fp8_ctas_per_sm();
-    case KvFormat::bf16:
     case KvFormat::mxfp4:
+      return decode_wgmma_ctas_per_sm();
+    case KvFormat::bf16:
       return 1;
   }
   return 1;
@@ -428,9 +345,8 @@ cudaError_t prepare_decode(KvFormat format) {
     case KvFormat::bf16:
       return prepare<KvFormat::bf16>();
     case KvFormat::fp8:
-      return prepare_decode_fp8();
     case KvFormat::mxfp4:
-      return prepare<KvFormat::mxfp4>();
+      return prepare_decode_wgmma(format);
   }
   return cudaErrorInvalidValue;
 }
@@ -440,9 +356,8 @@ cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t s
     case KvFormat::bf16:
       return launch<KvFormat::bf16>(p, stream);
     case KvFormat::fp8:
-      return launch_decode_fp8(p, stream);
     case KvFormat::mxfp4:
-      return launch<KvFormat::mxfp4>(p, stream);
+      return launch_decode_wgmma(format, p, stream);
   }
   return cudaErrorInvalidValue;
 }

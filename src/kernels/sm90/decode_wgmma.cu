@@ -1,0 +1,768 @@
+// sm90 MLA decode from fp8 (e4m3) and MXFP4 KV with wgmma, the tokens in M: Sᵀ = K·Qᵀ, Oᵀ = Vᵀ·Pᵀ.
+//
+// Grid: one CTA per work item (q row v = b·s_q + i, KV range [kv_begin, kv_end)); one warpgroup
+// (128 threads), two CTAs per SM. Tiles of 64 tokens copied as stored with cp.async into rows
+// padded by 16 bytes (conflict-free ldmatrix); 2 stages (fp8) or 4 (MXFP4, with its E8M0 rows).
+// Warp w copies and owns tokens 16w..16w+15 of a tile (its 16 rows of every wgmma M = 64).
+//
+//   Sᵀ = K·Qᵀ    wgmma m64n16k16, fp32 accumulation, A = K in registers from an ldmatrix of the raw
+//                tile, B = Q in shared memory with its dims permuted to the fragments' k order:
+//                  fp8:   one exact cvt.f16x2.e4m3x2 per pair; Q·2^e in fp16 (exact)
+//                  MXFP4: bit placement of two E2M1 codes into a bf16 pair, times 2^(s − R_w + 126)
+//                         (one exact bf16x2 multiply); Q in bf16 as given. R_w: the largest E8M0
+//                         byte of the warp's 16 tokens, its 2^(R_w − 127) applied to the logits.
+//                (fp8 wgmma accumulates in ~14-bit precision: too coarse for the logits.)
+//   softmax      per head over the tile: warp butterflies + one shared-memory step for the max;
+//                each thread keeps its partial l. fp8: P·2^8 = P_hi + P_lo, two e4m3 terms;
+//                MXFP4: P·2^(R_w − A) in bf16 (A = max over the warps' R_w).
+//   Oᵀ += Vᵀ·Pᵀ  A = Vᵀ in registers from ldmatrix.trans of the same raw tile (4 bytes of one dim
+//                from 4 tokens, or 8 codes of 2 tokens): fp8 by byte permutes, no conversion,
+//                wgmma m64n16k32 e4m3 against P_hi then P_lo; MXFP4 by the same bit placement and
+//                a per-token bf16 factor pair, wgmma m64n16k16 bf16. Each tile's product goes to
+//                fresh accumulators that are added to the fp32 O (× 2^(A − 127) for MXFP4).
+//
+// K and V are never expanded in shared or global memory; the fp8 tensor scale and 2^-8 of P are
+// folded into the logit scale and the output.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/common/bf16.h"
+#include "kernels/common/formats.h"
+#include "kernels/common/softmax_state.h"
+#include "kernels/sm90/decode_params.h"
+#include "kernels/sm90/launch.h"
+#include "kernels/sm90/primitives.h"
+#include "mla/mla.h"
+
+namespace mla::sm90 {
+namespace {
+
+constexpr int kThreads = 128;  // one warpgroup
+constexpr int kWarps = kThreads / 32;
+constexpr int kCtasPerSm = 2;
+constexpr int kTile = 64;                // tokens per tile: the wgmma M
+constexpr int kSteps = kHeadDim / 16;    // k16 steps of S (36)
+constexpr int kMTiles = kValueDim / 64;  // m64 tiles of Oᵀ (8)
+constexpr int kBlocks = kHeadDim / 32;   // MXFP4 scale blocks per row (18)
+static_assert(kTile == 16 * kWarps, "each warp owns 16 tokens of the tile (wgmma M rows)");
+
+template <KvFormat F>
+struct Wg;
+template <>
+struct Wg<KvFormat::fp8> {
+  static constexpr int kRowBytes = kHeadDim;  // e4m3
+  static constexpr int kStages = 2;
+  static constexpr int kBatch = 6;      // S k16 steps per register batch (3 ldmatrix of 2 steps)
+  static constexpr int kPTerms = 2;     // P·2^8 = P_hi + P_lo
+  static constexpr int kPBytes = kTile;  // bytes per P row
+  static constexpr int kPvSteps = 2;     // k32 steps of P·V per tile
+  static constexpr float kOutScale = 1.f / 256.f;
+};
+template <>
+struct Wg<KvFormat::mxfp4> {
+  static constexpr int kRowBytes = kHeadDim / 2;  // two E2M1 codes per byte
+  static constexpr int kStages = 4;
+  static constexpr int kBatch = 4;           // one ldmatrix: two 32-dim blocks = 4 k16 steps
+  static constexpr int kPTerms = 1;          // P in bf16
+  static constexpr int kPBytes = 2 * kTile;  // bytes per P row
+  static constexpr int kPvSteps = 4;         // k16 steps of P·V per tile
+  static constexpr float kOutScale = 1.f;
+};
+
+// Canonical K-major, no-swizzle wgmma layout: core matrices of 8 rows × 16 bytes (128 B,
+// contiguous); core matrices adjacent in K 128 B apart (LBO), 8-row groups one row-block apart (SBO).
+template <int kRows, int kKBytes>
+struct CoreTile {
+  static constexpr int kChunks = kKBytes / 16;
+  static constexpr int sbo() { return kChunks * 128; }  // bytes between 8-row groups
+  alignas(128) std::uint8_t bytes[kRows / 8][kChunks][8][16];
+};
+
+template <KvFormat F>
+struct Smem {
+  using T = Wg<F>;
+  static constexpr bool kMx = F == KvFormat::mxfp4;
+  static constexpr int kPitch = T::kRowBytes + 16;  // bytes per KV row in shared memory
+  alignas(128) std::uint8_t kv[T::kStages][kTile][kPitch];  // the KV as stored
+  CoreTile<kNumHeads, 2 * kHeadDim> q;                      // Q, 16-bit, dims permuted
+  CoreTile<kNumHeads, T::kPBytes> p[T::kPTerms];            // P, token slots in fragment order
+  alignas(16) std::uint8_t sc[kMx ? T::kStages : 1][kMx ? kBlocks : 1][kTile];  // E8M0 [block][token]
+  alignas(16) std::uint16_t fac[kMx ? kBlocks : 1][kTile];  // bf16 2^(s − R_w + 126) [block][token]
+  float red[kWarps][kNumHeads];                             // per-warp tile max (then l) per head
+  float logit_scale[kNumHeads];                             // per head (fp8: × 2^-e)
+  unsigned amax[kNumHeads];                                 // fp8: |Q| max per head (float bits)
+  int rw[kWarps];                                           // MXFP4: R_w of this tile per warp
+  static_assert((kPitch / 16) % 2 == 1, "row pitch must rotate the 16-byte bank groups (ldmatrix rows)");
+};
+static_assert(kCtasPerSm * (sizeof(Smem<KvFormat::fp8>) + 1024) <= 228 * 1024, "fp8: two CTAs per SM");
+static_assert(kCtasPerSm * (sizeof(Smem<KvFormat::mxfp4>) + 1024) <= 228 * 1024, "MXFP4: two CTAs per SM");
+
+// ── wgmma ───────────────────────────────────────────────────────────────────────────────────────
+__device__ __forceinline__ std::uint64_t desc(const void* smem, int sbo) {
+  const std::uint32_t a = smem_addr(smem);
+  return std::uint64_t((a & 0x3FFFF) >> 4) | (std::uint64_t(128 >> 4) << 16) | (std::uint64_t(sbo >> 4) << 32);
+}
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+// Keeps the compiler from moving accumulator reads/writes across the asynchronous wgmma.
+__device__ __forceinline__ void fence_regs(float (&d)[8]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+__device__ __forceinline__ void fence_regs(std::uint32_t (&a)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[i])::"memory");
+}
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// D[64×16] (+)= A · Bᵀ with A in registers (this warp's 16 rows of the 64) and B[16 × K] in shared
+// memory. kAccumulate = false starts a fresh accumulator (D's old contents ignored).
+// e4m3, K = 32:
+template <bool kAccumulate = true>
+__device__ __forceinline__ void wgmma_rs(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, acc, 1, "
+      "1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(int(kAccumulate)));
+}
+// fp16, K = 16:
+template <bool kAccumulate = true>
+__device__ __forceinline__ void wgmma_rs_f16(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, acc, 1, 1, "
+      "0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(int(kAccumulate)));
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// ── e4m3 helpers ────────────────────────────────────────────────────────────────────────────────
+// Two floats → e4m3x2 (round to nearest even, saturating): `lo` in the low byte.
+__device__ __forceinline__ std::uint16_t to_e4m3x2(float lo, float hi) {
+  std::uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+__device__ __forceinline__ std::uint32_t e4m3x2_to_f16x2(std::uint16_t v) {  // exact
+  std::uint32_t h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h2) : "h"(v));
+  return h2;
+}
+__device__ __forceinline__ float2 from_e4m3x2(std::uint16_t v) {
+  const std::uint32_t h2 = e4m3x2_to_f16x2(v);
+  return __half22float2(*reinterpret_cast<const __half2*>(&h2));
+}
+__device__ __forceinline__ std::uint32_t pack_f16x2(float lo, float hi) {
+  std::uint32_t r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+// x ≈ hi + lo, both e4m3: exact for |x| < 448 with 8 significant bits down to 2^-6, and to within
+// 2^-10 below (e4m3's subnormal step).
+struct SplitE4m3x2 {
+  std::uint16_t hi, lo;
+};
+__device__ __forceinline__ SplitE4m3x2 split_e4m3x2(float a, float b) {
+  const std::uint16_t hi = to_e4m3x2(a, b);
+  const float2 h = from_e4m3x2(hi);
+  return {hi, to_e4m3x2(a - h.x, b - h.y)};
+}
+
+// D[64×16] (+)= A[64×16] · B[16×16]ᵀ, bf16, A in registers (this warp's 16 rows), B in shared memory.
+template <bool kAccumulate = true>
+__device__ __forceinline__ void wgmma_rs_bf16(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, acc, 1, "
+      "1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(int(kAccumulate)));
+}
+// The S wgmma of format F: fp16 (fp8 KV) or bf16 (MXFP4).
+template <KvFormat F, bool kAccumulate = true>
+__device__ __forceinline__ void wgmma_s(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t b) {
+  if constexpr (F == KvFormat::fp8) {
+    wgmma_rs_f16<kAccumulate>(d, a, b);
+  } else {
+    wgmma_rs_bf16<kAccumulate>(d, a, b);
+  }
+}
+
+// ── MXFP4 helpers ───────────────────────────────────────────────────────────────────────────────
+// Codes J and J + 4 of a word of 8 E2M1 codes (bits 4J.. and 16 + 4J..) → a bf16 pair worth
+// value · 2^-126 each, exactly: magnitude bits to 6..8 (exponent 0..3, mantissa msb), sign to 15.
+// Code 1 (0.5) becomes the subnormal 2^-127.
+template <int J>
+__device__ __forceinline__ std::uint32_t e2m1_pair(std::uint32_t w) {
+  constexpr int kMag = 6 - 4 * J, kSign = 12 - 4 * J;
+  const std::uint32_t mag = (kMag >= 0 ? w << kMag : w >> -kMag) & 0x01C001C0u;
+  const std::uint32_t sign = (kSign >= 0 ? w << kSign : w >> -kSign) & 0x80008000u;
+  return mag | sign;
+}
+__device__ __forceinline__ std::uint32_t mul_bf16x2(std::uint32_t a, std::uint32_t b) {  // exact for 2^k
+  std::uint32_t r;
+  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+// 2^(R − 127) as a float for an E8M0 byte R (2^-127 for R = 0).
+__device__ __forceinline__ float pow2_e8m0(int r) {
+  return r > 0 ? bits_to_float(std::uint32_t(r) << 23) : bits_to_float(0x00400000u);
+}
+
+// fp8: token slot of tile token u inside its 16-token chunk of P — the k order of the Vᵀ register
+// fragments (k slots 4c..4c+3 of a k32 half hold tokens 2c, 2c+1, 8+2c, 9+2c).
+__device__ __forceinline__ int p_slot(int u) {
+  return 4 * ((u % 8) / 2) + 2 * ((u % 16) / 8) + u % 2;
+}
+
+// ── copies ──────────────────────────────────────────────────────────────────────────────────────
+// Tokens [t0, t0 + 64) ∩ [.., end) into stage `s`, rows past `end` zero-filled. Warp w copies rows
+// 16w..16w+15, four at a time: lanes 8i..8i+7 take 128 contiguous bytes of one row per request
+// (whole lines from global memory, one bank sweep per quarter-warp in shared memory); each thread
+// maps 4 rows, its chunks are constant offsets from them.
+template <KvFormat F>
+__device__ __forceinline__ void load_tile(Smem<F>& sm, int s, const DecodeParams& p, const KvRowMap& rows, int t0,
+                                          int end) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  constexpr int kChunks = Wg<F>::kRowBytes / 16;
+  constexpr int kSweeps = (kChunks + 7) / 8;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = 16 * warp + 4 * i + lane / 8;
+    const int n = t0 + r;
+    const bool valid = n < end;
+    const std::uint8_t* src = p.kv + (valid ? rows(n) : 0) * p.kv_row_stride;
+#pragma unroll
+    for (int q = 0; q < kSweeps; ++q) {
+      const int ch = lane % 8 + 8 * q;
+      if (ch < kChunks) cp_async16(&sm.kv[s][r][ch * 16], src + ch * 16, valid ? 16 : 0);
+    }
+  }
+}
+
+// MXFP4 E8M0 rows (18 bytes, 2-byte aligned) of the same tokens: thread → token tid/2, five or
+// four of its nine byte pairs, loaded into registers now and stored (transposed) by store_scales
+// at the end of the iteration, so that no thread waits on them. Rows past `end` read as 0.
+struct ScaleRegs {
+  std::uint16_t v[5];
+};
+__device__ __forceinline__ ScaleRegs load_scales(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
+  const int r = threadIdx.x / 2, half = threadIdx.x % 2;
+  const int n = t0 + r;
+  ScaleRegs sr{};
+  if (n < end) {
+    const auto* src = reinterpret_cast<const unsigned short*>(p.kv_scales + rows(n) * p.scale_stride);
+#pragma unroll
+    for (int i = 0; i < 5; ++i) {
+      if (half == 0 || i < 4) sr.v[i] = __ldg(src + 5 * half + i);
+    }
+  }
+  return sr;
+}
+__device__ __forceinline__ void store_scales(Smem<KvFormat::mxfp4>& sm, int s, const ScaleRegs& sr) {
+  const int r = threadIdx.x / 2, half = threadIdx.x % 2;
+#pragma unroll
+  for (int i = 0; i < 5; ++i) {
+    if (half == 0 || i < 4) {
+      const int b = 2 * (5 * half + i);
+      sm.sc[s][b][r] = std::uint8_t(sr.v[i]);
+      sm.sc[s][b + 1][r] = std::uint8_t(sr.v[i] >> 8);
+    }
+  }
+}
+
+// MXFP4, per tile and warp: R_w = the largest E8M0 byte of the warp's 16 tokens (≤ 253), and the
+// bf16 factors 2^(s − R_w + 126) of those tokens in fac[block][token] (exact powers of two: s ≤ R_w).
+__device__ __forceinline__ int tile_factors(Smem<KvFormat::mxfp4>& sm, int stage, int warp, int lane) {
+  unsigned m = 0;
+  if (lane < kBlocks) {
+    const uint4 x = *reinterpret_cast<const uint4*>(&sm.sc[stage][lane][16 * warp]);
+    m = __vmaxu4(__vmaxu4(x.x, x.y), __vmaxu4(x.z, x.w));
+    m = max(max(m & 0xFF, (m >> 8) & 0xFF), max((m >> 16) & 0xFF, m >> 24));
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
+  const int r = min(int(m), 253);
+  const std::uint32_t k = std::uint32_t(253 - r) * 0x00010001u;
+#pragma unroll
+  for (int i = 0; i < (kBlocks * 8 + 31) / 32; ++i) {  // 144 token pairs of the warp, by 32 lanes
+    const int pi = lane + 32 * i;
+    if (pi < kBlocks * 8) {
+      const int b = pi / 8, t = 16 * warp + 2 * (pi % 8);
+      const std::uint32_t two = *reinterpret_cast<const std::uint16_t*>(&sm.sc[stage][b][t]);
+      *reinterpret_cast<std::uint32_t*>(&sm.fac[b][t]) = (__byte_perm(two, 0, 0x4140) + k) << 7;
+    }
+  }
+  __syncwarp();
+  return r;
+}
+
+// ── Q ───────────────────────────────────────────────────────────────────────────────────────────
+// Q of q row `v` → shared memory in the wgmma K-major layout, its dims permuted to the k order of
+// the K register fragments.
+//  fp8: fp16, head h scaled by 2^e_h (max |Q·2^e| in [2^13, 2^14): exact for every element down to
+//       2^-27 of the head's largest); within each 16 dims, dim 4c + r sits in k slot 2c + r (r < 2)
+//       or 8 + 2c + r − 2.
+//  MXFP4: bf16 as given; within each 32-dim block (k16 steps 2j, 2j + 1), dim 8c + 4i + r sits in
+//       step 2j + r / 2, slot 2c + i (r even) or 8 + 2c + i (r odd).
+template <KvFormat F>
+__device__ __forceinline__ void load_q(Smem<F>& sm, const DecodeParams& p, int v) {
+  constexpr int kPieces = kNumHeads * kHeadDim / 8;  // 8 bf16 each
+  constexpr int kPerThread = kPieces / kThreads;
+  static_assert(kPieces % kThreads == 0, "whole Q pieces per thread");
+  const uint4* src = reinterpret_cast<const uint4*>(p.q + std::int64_t(v) * kNumHeads * kHeadDim);
+  uint4 x[kPerThread];
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) x[j] = __ldg(src + threadIdx.x + j * kThreads);
+  if constexpr (F == KvFormat::mxfp4) {
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      const int piece = threadIdx.x + j * kThreads;
+      const int h = piece / (kHeadDim / 8), d0 = (piece % (kHeadDim / 8)) * 8;
+      const int blk = d0 / 32, c = (d0 % 32) / 8;
+      std::uint8_t* row = &sm.q.bytes[h / 8][0][h % 8][0];  // chunk k of this row: row + 128k
+      const auto put = [&](int chunk, std::uint32_t pair) {
+        *reinterpret_cast<std::uint32_t*>(row + chunk * 128 + 4 * c) = pair;
+      };
+      put(4 * blk, __byte_perm(x[j].x, x[j].z, 0x5410));      // step 2j, slots 2c, 2c+1: dims +0, +4
+      put(4 * blk + 1, __byte_perm(x[j].x, x[j].z, 0x7632));  // step 2j, slots 8+2c..: dims +1, +5
+      put(4 * blk + 2, __byte_perm(x[j].y, x[j].w, 0x5410));  // step 2j+1: dims +2, +6
+      put(4 * blk + 3, __byte_perm(x[j].y, x[j].w, 0x7632));  // step 2j+1: dims +3, +7
+      if (d0 == 0) sm.logit_scale[h] = p.logit_scale;
+    }
+  } else {
+    if (threadIdx.x < kNumHeads) sm.amax[threadIdx.x] = 0;
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      const int h = (threadIdx.x + j * kThreads) / (kHeadDim / 8);
+      const std::uint32_t w[4] = {x[j].x, x[j].y, x[j].z, x[j].w};
+      float m = 0.f;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        m = fmaxf(m, fabsf(bits_to_float(w[i] << 16)));
+        m = fmaxf(m, fabsf(bits_to_float(w[i] & 0xFFFF0000u)));
+      }
+      atomicMax(&sm.amax[h], float_to_bits(m));  // non-negative floats order as their bits
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      const int piece = threadIdx.x + j * kThreads;
+      const int h = piece / (kHeadDim / 8), d0 = (piece % (kHeadDim / 8)) * 8;
+      const std::uint32_t am = sm.amax[h];
+      const int e = am == 0 ? 0 : min(max(13 - (int((am >> 23) & 0xFF) - 127), -100), 100);
+      const float scale = bits_to_float(std::uint32_t(127 + e) << 23);
+      std::uint32_t f[4];  // dims d0 + 2i, d0 + 2i + 1
+      const std::uint32_t w[4] = {x[j].x, x[j].y, x[j].z, x[j].w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        f[i] = pack_f16x2(bits_to_float(w[i] << 16) * scale, bits_to_float(w[i] & 0xFFFF0000u) * scale);
+      }
+      // dims d0..d0+7 are 4c0..4c0+7 of their 16-group (c0 = 0 or 2): slots 2c0..2c0+3 take dims
+      // 4c0, 4c0+1, 4c0+4, 4c0+5 and slots 8+2c0..11+2c0 take 4c0+2, 4c0+3, 4c0+6, 4c0+7.
+      const int group = d0 / 16, byte = (d0 % 16) == 0 ? 0 : 8;
+      *reinterpret_cast<uint2*>(&sm.q.bytes[h / 8][2 * group][h % 8][byte]) = make_uint2(f[0], f[2]);
+      *reinterpret_cast<uint2*>(&sm.q.bytes[h / 8][2 * group + 1][h % 8][byte]) = make_uint2(f[1], f[3]);
+      if (d0 == 0) sm.logit_scale[h] = p.logit_scale * bits_to_float(std::uint32_t(127 - e) << 23);
+    }
+  }
+}
+
+// ── register fragments ──────────────────────────────────────────────────────────────────────────
+// S: the K fragments of k16 steps k0 .. k0 + kBatch − 1 (rows g / g+8 = tokens 16w + g, + 8).
+template <KvFormat F>
+__device__ __forceinline__ void k_fragments(const Smem<F>& sm, int stage, int k0, std::uint32_t (&a)[Wg<F>::kBatch][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+  const std::uint8_t* row = sm.kv[stage][16 * warp + lane % 8 + 8 * ((lane / 8) % 2)];
+  if constexpr (F == KvFormat::fp8) {
+#pragma unroll
+    for (int jj = 0; jj < Wg<F>::kBatch / 2; ++jj) {
+      const int k = k0 + 2 * jj;  // k16 steps k, k + 1: chunks k, k + 1, bytes 4c..4c+3 of each
+      std::uint32_t r[4];
+      ldmatrix_x4(r, row + (k + lane / 16) * 16);
+      a[2 * jj][0] = e4m3x2_to_f16x2(std::uint16_t(r[0]));
+      a[2 * jj][1] = e4m3x2_to_f16x2(std::uint16_t(r[1]));
+      a[2 * jj][2] = e4m3x2_to_f16x2(std::uint16_t(r[0] >> 16));
+      a[2 * jj][3] = e4m3x2_to_f16x2(std::uint16_t(r[1] >> 16));
+      a[2 * jj + 1][0] = e4m3x2_to_f16x2(std::uint16_t(r[2]));
+      a[2 * jj + 1][1] = e4m3x2_to_f16x2(std::uint16_t(r[3]));
+      a[2 * jj + 1][2] = e4m3x2_to_f16x2(std::uint16_t(r[2] >> 16));
+      a[2 * jj + 1][3] = e4m3x2_to_f16x2(std::uint16_t(r[3] >> 16));
+    }
+  } else {
+    static_assert(Wg<F>::kBatch == 4, "MXFP4: one ldmatrix (two 32-dim blocks) per batch");
+    const int blk = k0 / 2;  // blocks blk, blk + 1 = chunks; r[i] = 8 codes: dims 32·blk' + 8c .. + 7
+    std::uint32_t r[4];
+    ldmatrix_x4(r, row + (blk + lane / 16) * 16);
+    const int t = 16 * warp + g;
+    std::uint32_t f[4];  // factor pairs (dup) of (t, blk), (t + 8, blk), (t, blk + 1), (t + 8, blk + 1)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f[i] = std::uint32_t(sm.fac[blk + i / 2][t + 8 * (i % 2)]) * 0x00010001u;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // block blk + h: steps 2h (codes 0/4, 1/5) and 2h + 1 (2/6, 3/7)
+      const std::uint32_t r0 = r[2 * h], r1 = r[2 * h + 1], f0 = f[2 * h], f1 = f[2 * h + 1];
+      a[2 * h][0] = mul_bf16x2(e2m1_pair<0>(r0), f0);
+      a[2 * h][1] = mul_bf16x2(e2m1_pair<0>(r1), f1);
+      a[2 * h][2] = mul_bf16x2(e2m1_pair<1>(r0), f0);
+      a[2 * h][3] = mul_bf16x2(e2m1_pair<1>(r1), f1);
+      a[2 * h + 1][0] = mul_bf16x2(e2m1_pair<2>(r0), f0);
+      a[2 * h + 1][1] = mul_bf16x2(e2m1_pair<2>(r1), f1);
+      a[2 * h + 1][2] = mul_bf16x2(e2m1_pair<3>(r0), f0);
+      a[2 * h + 1][3] = mul_bf16x2(e2m1_pair<3>(r1), f1);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < Wg<F>::kBatch; ++i) fence_regs(a[i]);
+}
+
+// P·V: the Vᵀ fragments of m-tile mt for every P·V k step of the tile.
+//  fp8: rows g / g+8 = dims 64mt + 16w + 2g, + 1; k32 step ks: tokens 32ks + [0, 32).
+//  MXFP4: rows g / g+8 = dims 64mt + 32(w/2) + 4g + 2(w%2), + 1; k16 step kk: tokens 16kk + [0, 16).
+template <KvFormat F>
+__device__ __forceinline__ int v_row_dim(int mt, int warp, int g) {
+  if constexpr (F == KvFormat::fp8) {
+    return 64 * mt + 16 * warp + 2 * g;
+  } else {
+    return 64 * mt + 32 * (warp / 2) + 4 * g + 2 * (warp % 2);
+  }
+}
+template <KvFormat F>
+__device__ __forceinline__ void v_fragments(const Smem<F>& sm, int stage, int mt,
+                                            std::uint32_t (&a)[Wg<F>::kPvSteps][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % 4;
+  if constexpr (F == KvFormat::fp8) {
+#pragma unroll
+    for (int ks = 0; ks < Wg<F>::kPvSteps; ++ks) {
+      std::uint32_t r[4];  // matrix i: tokens 32ks + 8i + [0, 8) × the 16 dims (one core matrix)
+      ldmatrix_x4_trans(r, &sm.kv[stage][32 * ks + lane][(4 * mt + warp) * 16]);
+      // r[i] bytes: (token 2c, dim 2g), (2c, 2g+1), (2c+1, 2g), (2c+1, 2g+1) of matrix i.
+      a[ks][0] = __byte_perm(r[0], r[1], 0x6420);  // row g   = dim 2g
+      a[ks][1] = __byte_perm(r[0], r[1], 0x7531);  // row g+8 = dim 2g+1
+      a[ks][2] = __byte_perm(r[2], r[3], 0x6420);
+      a[ks][3] = __byte_perm(r[2], r[3], 0x7531);
+    }
+  } else {
+    const int blk = 2 * mt + warp / 2, shift = 8 * (warp % 2);  // odd warps: codes 2/6, 3/7 → 0/4, 1/5
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // tokens 32h + [0, 32): k16 steps 2h, 2h + 1
+      std::uint32_t r[4];  // matrix i: tokens 32h + 8i + [0, 8) × the block's 16 bytes
+      ldmatrix_x4_trans(r, &sm.kv[stage][32 * h + lane][blk * 16]);
+      // r[i]: codes of dims 4g..4g+3 for token 2c (bits 0..15) and token 2c + 1 (bits 16..31).
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const std::uint32_t w = r[i] >> shift;
+        const std::uint32_t f = *reinterpret_cast<const std::uint32_t*>(&sm.fac[blk][32 * h + 8 * i + 2 * c]);
+        const int kk = 2 * h + i / 2, hi = i % 2;  // k16 step, token half (slots 8+2c..)
+        a[kk][2 * hi] = mul_bf16x2(e2m1_pair<0>(w), f);      // row g:   dim 4g + 2(w%2)
+        a[kk][2 * hi + 1] = mul_bf16x2(e2m1_pair<1>(w), f);  // row g+8: dim 4g + 2(w%2) + 1
+      }
+    }
+  }
+#pragma unroll
+  for (int ks = 0; ks < Wg<F>::kPvSteps; ++ks) fence_regs(a[ks]);
+}
+
+// ── the kernel ──────────────────────────────────────────────────────────────────────────────────
+template <KvFormat F>
+__global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_wgmma_kernel(const __grid_constant__ DecodeParams p) {
+  using T = Wg<F>;
+  constexpr bool kMx = F == KvFormat::mxfp4;
+  extern __shared__ __align__(128) std::uint8_t smem_raw[];
+  Smem<F>& sm = *reinterpret_cast<Smem<F>*>(smem_raw);
+  launch_dependents();  // the combine grid's launch latency hides behind this kernel
+
+  const WorkItem item = p.items[blockIdx.x];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, c = lane % 4;  // accumulator row group / column pair
+  const KvRowMap rows(p, item.request / p.s_q);
+  const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
+
+#pragma unroll
+  for (int s = 0; s < T::kStages - 1; ++s) {
+    if (s < num_tiles) {
+      load_tile(sm, s, p, rows, item.kv_begin + s * kTile, item.kv_end);
+      if constexpr (kMx) store_scales(sm, s, load_scales(p, rows, item.kv_begin + s * kTile, item.kv_end));
+    }
+    cp_async_commit();
+  }
+  load_q(sm, p, item.request);  // overlaps the first tiles' flight
+
+  // This thread's 4 heads, in accumulator column order: 2c, 2c+1, 8+2c, 9+2c.
+  const int head[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
+  SoftmaxState<float> st[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) st[i] = SoftmaxState<float>::empty();
+  float o[kMTiles][8];  // Oᵀ: m-tile mt, rows = dims v_row_dim(mt) (+1), cols = heads
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) o[mt][i] = 0.f;
+  }
+  float lscale[4] = {0.f, 0.f, 0.f, 0.f};
+  // Descriptors of the wgmma B operands; a k step advances the start address (bits 0–13, in
+  // 16-byte units) by whole chunks without carrying out of the field (shared memory < 256 KB).
+  const std::uint64_t desc_q = desc(sm.q.bytes[0][0][0], CoreTile<kNumHeads, 2 * kHeadDim>::sbo());
+  std::uint64_t desc_p[T::kPTerms];
+#pragma unroll
+  for (int i = 0; i < T::kPTerms; ++i) desc_p[i] = desc(sm.p[i].bytes[0][0][0], CoreTile<kNumHeads, T::kPBytes>::sbo());
+
+  for (int t = 0; t < num_tiles; ++t) {
+    const int stage = t % T::kStages;
+    const int t0 = item.kv_begin + t * kTile;
+    cp_async_wait<T::kStages - 2>();
+    if (t == 0) fence_proxy_async();  // Q stores (generic proxy) → wgmma reads (async proxy)
+    __syncthreads();                  // tile t landed everywhere; iteration t−1 finished everywhere
+    if (t == 0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) lscale[i] = sm.logit_scale[head[i]];
+    }
+    const int next = t + T::kStages - 1;
+    const bool load_next = next < num_tiles;
+    if (load_next) load_tile(sm, next % T::kStages, p, rows, item.kv_begin + next * kTile, item.kv_end);
+    cp_async_commit();
+    ScaleRegs next_scales{};
+    int r_w = 127;  // MXFP4: this warp's reference E8M0 exponent for the tile
+    if constexpr (kMx) {
+      if (load_next) next_scales = load_scales(p, rows, item.kv_begin + next * kTile, item.kv_end);
+      r_w = tile_factors(sm, stage, warp, lane);
+    }
+
+    // Sᵀ (tokens × heads) = K · Qᵀ: K in registers, batches of kBatch k16 steps, two batches in
+    // flight (a batch's registers are reused once the batch before it retired).
+    float sacc[2][8];  // even and odd batches: two independent chains, each started fresh
+    std::uint32_t ka[2][T::kBatch][4];
+    constexpr int kBatches = kSteps / T::kBatch;
+    static_assert(kSteps % T::kBatch == 0 && kBatches >= 2, "whole register batches, at least two");
+#pragma unroll
+    for (int bt = 0; bt < kBatches; ++bt) {
+      if (bt >= 2) wgmma_wait<1>();  // batch bt − 2 retired: its registers are free
+      k_fragments(sm, stage, bt * T::kBatch, ka[bt % 2]);
+      fence_regs(sacc[bt % 2]);
+      wgmma_fence();
+#pragma unroll
+      for (int i = 0; i < T::kBatch; ++i) {
+        const std::uint64_t b = desc_q + 16 * (bt * T::kBatch + i);  // + 256 bytes per k16 step
+        if (bt < 2 && i == 0) {
+          wgmma_s<F, false>(sacc[bt % 2], ka[bt % 2][i], b);
+        } else {
+          wgmma_s<F>(sacc[bt % 2], ka[bt % 2][i], b);
+        }
+      }
+      wgmma_commit();
+    }
+    wgmma_wait<0>();
+    fence_regs(sacc[0]);
+    fence_regs(sacc[1]);
+    float s[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) s[i] = sacc[0][i] + sacc[1][i];
+#pragma unroll
+    for (int b2 = 0; b2 < 2; ++b2) {
+#pragma unroll
+      for (int i = 0; i < T::kBatch; ++i) fence_regs(ka[b2][i]);
+    }
+
+    // Online softmax. s[j0] / s[j0 + 2]: tokens g / g+8 of the warp, head column i (see head[]).
+    const int u0 = 16 * warp + g;  // tile tokens u0 and u0 + 8
+    const bool v0 = t0 + u0 < item.kv_end, v1 = t0 + u0 + 8 < item.kv_end;
+    const float kscale = kMx ? pow2_e8m0(r_w) : 1.f;  // MXFP4: K = K' · 2^(R_w − 127)
+    float x[4][2], mx[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int j0 = (i / 2) * 4 + (i % 2);
+      x[i][0] = v0 ? s[j0] * lscale[i] * kscale : -INFINITY;
+      x[i][1] = v1 ? s[j0 + 2] * lscale[i] * kscale : -INFINITY;
+      mx[i] = fmaxf(x[i][0], x[i][1]);
+#pragma unroll
+      for (int off = 4; off < 32; off <<= 1) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], off));
+    }
+    if (g == 0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sm.red[warp][head[i]] = mx[i];
+    }
+    if (kMx && lane == 0) sm.rw[warp] = r_w;
+    __syncthreads();
+    int r_all = 127;  // MXFP4: A = the largest R_w of the tile
+    if constexpr (kMx) r_all = max(max(sm.rw[0], sm.rw[1]), max(sm.rw[2], sm.rw[3]));
+    const float pscale = kMx ? ldexpf(1.f, r_w - r_all) : 1.f / T::kOutScale;  // fp8: P·2^8
+    float f[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int h = head[i];
+      f[i] = st[i].rescale_to(fmaxf(fmaxf(sm.red[0][h], sm.red[1][h]), fmaxf(sm.red[2][h], sm.red[3][h])));
+      const float p0 = __expf(x[i][0] - st[i].m), p1 = __expf(x[i][1] - st[i].m);
+      st[i].add(p0 + p1);
+      if constexpr (kMx) {  // bf16 P·2^(R_w − A), tokens in natural order
+        std::uint8_t* base = &sm.p[0].bytes[h / 8][0][h % 8][0];
+        *reinterpret_cast<std::uint16_t*>(base + (u0 / 8) * 128 + (u0 % 8) * 2) = float_to_bf16(p0 * pscale);
+        *reinterpret_cast<std::uint16_t*>(base + (u0 / 8 + 1) * 128 + (u0 % 8) * 2) = float_to_bf16(p1 * pscale);
+      } else {  // P·2^8 = P_hi + P_lo (e4m3), token slots in the Vᵀ fragments' k order
+        const SplitE4m3x2 q = split_e4m3x2(p0 * pscale, p1 * pscale);
+        const int slot = p_slot(u0);  // token u0 + 8 sits two slots later
+        std::uint8_t* hi = &sm.p[0].bytes[h / 8][warp][h % 8][slot];
+        std::uint8_t* lo = &sm.p[1].bytes[h / 8][warp][h % 8][slot];
+        hi[0] = std::uint8_t(q.hi), hi[2] = std::uint8_t(q.hi >> 8);
+        lo[0] = std::uint8_t(q.lo), lo[2] = std::uint8_t(q.lo >> 8);
+      }
+    }
+    fence_proxy_async();
+    __syncthreads();  // P complete
+
+    // Oᵀ = f·Oᵀ + Vᵀ·Pᵀ (· 2^(A − 127) for MXFP4), two m-tiles per group, two groups in flight:
+    // a group's Vᵀ fragments come from the raw tile while the group before runs; each group's
+    // product goes to fresh accumulators that are then added to the fp32 O.
+    const float oscale = kMx ? pow2_e8m0(r_all) : 1.f;
+    constexpr int kGroupTiles = 2, kGroups = kMTiles / kGroupTiles;
+    std::uint32_t va[2][kGroupTiles][T::kPvSteps][4];
+    float acc[2][kGroupTiles][8];
+    auto fold = [&](int grp) {
+#pragma unroll
+      for (int m = 0; m < kGroupTiles; ++m) {
+        fence_regs(acc[grp % 2][m]);
+#pragma unroll
+        for (int ks = 0; ks < T::kPvSteps; ++ks) fence_regs(va[grp % 2][m][ks]);
+        const int mt = grp * kGroupTiles + m;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o[mt][i] = o[mt][i] * f[(i / 4) * 2 + (i % 2)] + acc[grp % 2][m][i] * oscale;
+      }
+    };
+#pragma unroll
+    for (int grp = 0; grp < kGroups; ++grp) {
+      if (grp >= 2) {
+        wgmma_wait<1>();  // group grp − 2 retired
+        fold(grp - 2);
+      }
+#pragma unroll
+      for (int m = 0; m < kGroupTiles; ++m) v_fragments(sm, stage, grp * kGroupTiles + m, va[grp % 2][m]);
+      wgmma_fence();
+#pragma unroll
+      for (int m = 0; m < kGroupTiles; ++m) {
+#pragma unroll
+        for (int ks = 0; ks < T::kPvSteps; ++ks) {
+          float(&d)[8] = acc[grp % 2][m];
+          const std::uint32_t(&a)[4] = va[grp % 2][m][ks];
+          if constexpr (kMx) {
+            if (ks == 0) {
+              wgmma_rs_bf16<false>(d, a, desc_p[0]);  // fresh accumulator
+            } else {
+              wgmma_rs_bf16(d, a, desc_p[0] + 16 * ks);
+            }
+          } else {
+            if (ks == 0) {
+              wgmma_rs<false>(d, a, desc_p[0]);  // fresh accumulator
+            } else {
+              wgmma_rs(d, a, desc_p[0] + 16 * ks);
+            }
+            wgmma_rs(d, a, desc_p[T::kPTerms - 1] + 16 * ks);
+          }
+        }
+      }
+      wgmma_commit();
+    }
+    wgmma_wait<1>();
+    fold(kGroups - 2);
+    wgmma_wait<0>();
+    fold(kGroups - 1);
+    if constexpr (kMx) {
+      if (load_next) store_scales(sm, next % T::kStages, next_scales);
+    }
+  }
+  cp_async_wait<0>();
+
+  // l: this thread's partial sums → warp (over g) → CTA (over warps). Every thread holds the same
+  // m for a head, so the partial states add.
+  __syncthreads();  // red[] free
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float l = st[i].l;
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+    if (g == 0) sm.red[warp][head[i]] = l;
+  }
+  __syncthreads();
+  float inv[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int h = head[i];
+    st[i].l = sm.red[0][h] + sm.red[1][h] + sm.red[2][h] + sm.red[3][h];
+    inv[i] = st[i].inv_l() * p.value_scale * T::kOutScale;
+    if (warp == 0 && g == 0) {
+      if (item.partial >= 0) {
+        p.partial_lse[std::int64_t(item.partial) * kNumHeads + h] = st[i].lse();
+      } else if (p.lse != nullptr) {
+        p.lse[std::int64_t(item.request) * kNumHeads + h] = st[i].lse();
+      }
+    }
+  }
+  // o[mt][j]: j = 0/1 heads 2c/2c+1 at dim D, 2/3 the same heads at D+1, 4..7 heads 8+2c, 9+2c.
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+    const int dim = v_row_dim<F>(mt, warp, g);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int j0 = (i / 2) * 4 + (i % 2);
+      const float a = o[mt][j0] * inv[i], b = o[mt][j0 + 2] * inv[i];
+      if (item.partial < 0) {
+        std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + head[i]) * kValueDim + dim;
+        std::uint32_t packed;
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(b), "f"(a));
+        *reinterpret_cast<std::uint32_t*>(out) = packed;
+      } else {
+        float* out = p.partial_o + (std::int64_t(item.partial) * kNumHeads + head[i]) * kValueDim + dim;
+        *reinterpret_cast<float2*>(out) = make_float2(a, b);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int decode_wgmma_ctas_per_sm() {
+  return kCtasPerSm;
+}
+int decode_wgmma_tile_tokens() {
+  return kTile;
+}
+cudaError_t prepare_decode_wgmma(KvFormat format) {
+  switch (format) {
+    case KvFormat::fp8:
+      return cudaFuncSetAttribute(decode_wgmma_kernel<KvFormat::fp8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(sizeof(Smem<KvFormat::fp8>)));
+    case KvFormat::mxfp4:
+      return cudaFuncSetAttribute(decode_wgmma_kernel<KvFormat::mxfp4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(sizeof(Smem<KvFormat::mxfp4>)));
+    case KvFormat::bf16:
+      break;
+  }
+  return cudaErrorInvalidValue;
+}
+cudaError_t launch_decode_wgmma(KvFormat format, const DecodeParams& p, cudaStream_t stream) {
+  switch (format) {
+    case KvFormat::fp8:
+      decode_wgmma_kernel<KvFormat::fp8><<<p.num_items, kThreads, sizeof(Smem<KvFormat::fp8>), stream>>>(p);
+      return cudaGetLastError();
+    case KvFormat::mxfp4:
+      decode_wgmma_kernel<KvFormat::mxfp4><<<p.num_items, kThreads, sizeof(Smem<KvFormat::mxfp4>), stream>>>(p);
+      return cudaGetLastError();
+    case KvFormat::bf16:
+      break;
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace mla::sm90
