@@ -43,6 +43,20 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_const
   const float* lse = p.partial_lse + std::int64_t(split.first_partial) * kNumHeads + h;  // stride kNumHeads
 
   const int threads = int(blockDim.x), warps = threads / 32, groups = threads / kLanes;
+  const int dl = threadIdx.x % kLanes, grp = threadIdx.x / kLanes;
+  const float* o = p.partial_o + (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + 4 * dl;
+  // kUnroll partials in flight per thread; the first batch is issued before the LSE merge so that
+  // its latency overlaps the merge's.
+  float4 v[kUnroll];
+  const auto load_batch = [&](int base, int i, int n) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = i + groups * u;
+      v[u] = j < n ? *reinterpret_cast<const float4*>(o + std::int64_t(base + j) * kNumHeads * kValueDim)
+                   : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  };
+  load_batch(0, grp, min(kWeightChunk, split.num_partials));
   SoftmaxState<float> st = SoftmaxState<float>::empty();
   for (int i = threadIdx.x; i < split.num_partials; i += threads) {
     st = merge(st, SoftmaxState<float>::from_lse(lse[std::int64_t(i) * kNumHeads]));
@@ -60,8 +74,6 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_const
   // Weights of all partials first (shared memory), then the weighted sum with kUnroll
   // independent 16-byte loads in flight per thread — no load waits on a weight or a branch.
   __shared__ float weight[kWeightChunk];
-  const int dl = threadIdx.x % kLanes, grp = threadIdx.x / kLanes;
-  const float* o = p.partial_o + (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + 4 * dl;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int base = 0; base < split.num_partials; base += kWeightChunk) {
     const int n = min(kWeightChunk, split.num_partials - base);
@@ -69,13 +81,7 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_const
     for (int i = threadIdx.x; i < n; i += threads) weight[i] = st.weight_of(lse[std::int64_t(base + i) * kNumHeads]);
     __syncthreads();
     for (int i = grp; i < n; i += groups * kUnroll) {
-      float4 v[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int j = i + groups * u;
-        v[u] = j < n ? *reinterpret_cast<const float4*>(o + std::int64_t(base + j) * kNumHeads * kValueDim)
-                     : make_float4(0.f, 0.f, 0.f, 0.f);
-      }
+      if (base > 0 || i > grp) load_batch(base, i, n);  // the first batch is already in flight
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int j = i + groups * u;

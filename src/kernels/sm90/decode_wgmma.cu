@@ -492,15 +492,22 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_wgmma_kernel(cons
   const KvRowMap rows(p, item.request / p.s_q);
   const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
 
+  ScaleRegs first_scales[T::kStages - 1];  // MXFP4: stored after Q, so that no load waits on another
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
     if (s < num_tiles) {
       load_tile(sm, s, p, rows, item.kv_begin + s * kTile, item.kv_end);
-      if constexpr (kMx) store_scales(sm, s, load_scales(p, rows, item.kv_begin + s * kTile, item.kv_end));
+      if constexpr (kMx) first_scales[s] = load_scales(p, rows, item.kv_begin + s * kTile, item.kv_end);
     }
     cp_async_commit();
   }
   load_q(sm, p, item.request);  // overlaps the first tiles' flight
+  if constexpr (kMx) {
+#pragma unroll
+    for (int s = 0; s < T::kStages - 1; ++s) {
+      if (s < num_tiles) store_scales(sm, s, first_scales[s]);
+    }
+  }
 
   // This thread's 4 heads, in accumulator column order: 2c, 2c+1, 8+2c, 9+2c.
   const int head[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
