@@ -205,13 +205,20 @@ __device__ __forceinline__ void wgmma_s(float (&d)[8], const std::uint32_t (&a)[
 // ── MXFP4 helpers ───────────────────────────────────────────────────────────────────────────────
 // Codes J and J + 4 of a word of 8 E2M1 codes (bits 4J.. and 16 + 4J..) → a bf16 pair worth
 // value · 2^-126 each, exactly: magnitude bits to 6..8 (exponent 0..3, mantissa msb), sign to 15.
-// Code 1 (0.5) becomes the subnormal 2^-127.
+// Code 1 (0.5) becomes the subnormal 2^-127. J = 0, 1: the two codes alone, shifted twice at once
+// by one multiply (the shifted copies do not overlap), then masked. e2m1_pairs gives all four.
 template <int J>
 __device__ __forceinline__ std::uint32_t e2m1_pair(std::uint32_t w) {
-  constexpr int kMag = 6 - 4 * J, kSign = 12 - 4 * J;
-  const std::uint32_t mag = (kMag >= 0 ? w << kMag : w >> -kMag) & 0x01C001C0u;
-  const std::uint32_t sign = (kSign >= 0 ? w << kSign : w >> -kSign) & 0x80008000u;
-  return mag | sign;
+  static_assert(J == 0 || J == 1, "codes 2/6 and 3/7: shift the word right by 8 first");
+  constexpr std::uint32_t kShifts = (1u << (6 - 4 * J)) + (1u << (12 - 4 * J));
+  return ((w & (0x000F000Fu << (4 * J))) * kShifts) & 0x81C081C0u;
+}
+struct Pairs4 {
+  std::uint32_t p[4];  // codes 0/4, 1/5, 2/6, 3/7
+};
+__device__ __forceinline__ Pairs4 e2m1_pairs(std::uint32_t w) {
+  const std::uint32_t hi = w >> 8;
+  return {{e2m1_pair<0>(w), e2m1_pair<1>(w), e2m1_pair<0>(hi), e2m1_pair<1>(hi)}};
 }
 __device__ __forceinline__ std::uint32_t mul_bf16x2(std::uint32_t a, std::uint32_t b) {  // exact for 2^k
   std::uint32_t r;
@@ -415,49 +422,55 @@ __device__ __forceinline__ void k_fragments(const Smem<F>& sm, int stage, int k0
     for (int i = 0; i < 4; ++i) f[i] = std::uint32_t(sm.fac[blk + i / 2][t + 8 * (i % 2)]) * 0x00010001u;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // block blk + h: steps 2h (codes 0/4, 1/5) and 2h + 1 (2/6, 3/7)
-      const std::uint32_t r0 = r[2 * h], r1 = r[2 * h + 1], f0 = f[2 * h], f1 = f[2 * h + 1];
-      a[2 * h][0] = mul_bf16x2(e2m1_pair<0>(r0), f0);
-      a[2 * h][1] = mul_bf16x2(e2m1_pair<0>(r1), f1);
-      a[2 * h][2] = mul_bf16x2(e2m1_pair<1>(r0), f0);
-      a[2 * h][3] = mul_bf16x2(e2m1_pair<1>(r1), f1);
-      a[2 * h + 1][0] = mul_bf16x2(e2m1_pair<2>(r0), f0);
-      a[2 * h + 1][1] = mul_bf16x2(e2m1_pair<2>(r1), f1);
-      a[2 * h + 1][2] = mul_bf16x2(e2m1_pair<3>(r0), f0);
-      a[2 * h + 1][3] = mul_bf16x2(e2m1_pair<3>(r1), f1);
+      const Pairs4 q0 = e2m1_pairs(r[2 * h]), q1 = e2m1_pairs(r[2 * h + 1]);  // rows g, g + 8
+      const std::uint32_t f0 = f[2 * h], f1 = f[2 * h + 1];
+#pragma unroll
+      for (int st = 0; st < 2; ++st) {
+        a[2 * h + st][0] = mul_bf16x2(q0.p[2 * st], f0);
+        a[2 * h + st][1] = mul_bf16x2(q1.p[2 * st], f1);
+        a[2 * h + st][2] = mul_bf16x2(q0.p[2 * st + 1], f0);
+        a[2 * h + st][3] = mul_bf16x2(q1.p[2 * st + 1], f1);
+      }
     }
   }
 #pragma unroll
   for (int i = 0; i < Wg<F>::kBatch; ++i) fence_regs(a[i]);
 }
 
-// P·V: the Vᵀ fragments of m-tile mt for every P·V k step of the tile.
-//  fp8: rows g / g+8 = dims 64mt + 16w + 2g, + 1; k32 step ks: tokens 32ks + [0, 32).
-//  MXFP4: rows g / g+8 = dims 64mt + 32(w/2) + 4g + 2(w%2), + 1; k16 step kk: tokens 16kk + [0, 16).
+// P·V: the Vᵀ fragments of the m-tiles 2·grp and 2·grp + 1 for every P·V k step of the tile.
+//  fp8: m-tile mt, rows g / g+8 = dims 64mt + 16w + 2g, + 1; k32 step ks: tokens 32ks + [0, 32).
+//  MXFP4: warp w takes block 4·grp + w (32 dims) for both m-tiles: rows g / g+8 = dims 4g, 4g + 1
+//  of the block in m-tile 2·grp and 4g + 2, 4g + 3 in m-tile 2·grp + 1, so that every code an
+//  ldmatrix.trans brings is used; k16 step kk: tokens 16kk + [0, 16).
 template <KvFormat F>
 __device__ __forceinline__ int v_row_dim(int mt, int warp, int g) {
   if constexpr (F == KvFormat::fp8) {
     return 64 * mt + 16 * warp + 2 * g;
   } else {
-    return 64 * mt + 32 * (warp / 2) + 4 * g + 2 * (warp % 2);
+    return 128 * (mt / 2) + 32 * warp + 4 * g + 2 * (mt % 2);
   }
 }
 template <KvFormat F>
-__device__ __forceinline__ void v_fragments(const Smem<F>& sm, int stage, int mt,
-                                            std::uint32_t (&a)[Wg<F>::kPvSteps][4]) {
+__device__ __forceinline__ void v_fragments(const Smem<F>& sm, int stage, int grp,
+                                            std::uint32_t (&a)[2][Wg<F>::kPvSteps][4]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % 4;
   if constexpr (F == KvFormat::fp8) {
 #pragma unroll
-    for (int ks = 0; ks < Wg<F>::kPvSteps; ++ks) {
-      std::uint32_t r[4];  // matrix i: tokens 32ks + 8i + [0, 8) × the 16 dims (one core matrix)
-      ldmatrix_x4_trans(r, &sm.kv[stage][32 * ks + lane][(4 * mt + warp) * 16]);
-      // r[i] bytes: (token 2c, dim 2g), (2c, 2g+1), (2c+1, 2g), (2c+1, 2g+1) of matrix i.
-      a[ks][0] = __byte_perm(r[0], r[1], 0x6420);  // row g   = dim 2g
-      a[ks][1] = __byte_perm(r[0], r[1], 0x7531);  // row g+8 = dim 2g+1
-      a[ks][2] = __byte_perm(r[2], r[3], 0x6420);
-      a[ks][3] = __byte_perm(r[2], r[3], 0x7531);
+    for (int m = 0; m < 2; ++m) {
+      const int mt = 2 * grp + m;
+#pragma unroll
+      for (int ks = 0; ks < Wg<F>::kPvSteps; ++ks) {
+        std::uint32_t r[4];  // matrix i: tokens 32ks + 8i + [0, 8) × the 16 dims (one core matrix)
+        ldmatrix_x4_trans(r, &sm.kv[stage][32 * ks + lane][(4 * mt + warp) * 16]);
+        // r[i] bytes: (token 2c, dim 2g), (2c, 2g+1), (2c+1, 2g), (2c+1, 2g+1) of matrix i.
+        a[m][ks][0] = __byte_perm(r[0], r[1], 0x6420);  // row g   = dim 2g
+        a[m][ks][1] = __byte_perm(r[0], r[1], 0x7531);  // row g+8 = dim 2g+1
+        a[m][ks][2] = __byte_perm(r[2], r[3], 0x6420);
+        a[m][ks][3] = __byte_perm(r[2], r[3], 0x7531);
+      }
     }
   } else {
-    const int blk = 2 * mt + warp / 2, shift = 8 * (warp % 2);  // odd warps: codes 2/6, 3/7 → 0/4, 1/5
+    const int blk = 4 * grp + warp;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // tokens 32h + [0, 32): k16 steps 2h, 2h + 1
       std::uint32_t r[4];  // matrix i: tokens 32h + 8i + [0, 8) × the block's 16 bytes
@@ -465,16 +478,22 @@ __device__ __forceinline__ void v_fragments(const Smem<F>& sm, int stage, int mt
       // r[i]: codes of dims 4g..4g+3 for token 2c (bits 0..15) and token 2c + 1 (bits 16..31).
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const std::uint32_t w = r[i] >> shift;
+        const Pairs4 q = e2m1_pairs(r[i]);  // dims 4g + j, tokens (2c, 2c + 1)
         const std::uint32_t f = *reinterpret_cast<const std::uint32_t*>(&sm.fac[blk][32 * h + 8 * i + 2 * c]);
         const int kk = 2 * h + i / 2, hi = i % 2;  // k16 step, token half (slots 8+2c..)
-        a[kk][2 * hi] = mul_bf16x2(e2m1_pair<0>(w), f);      // row g:   dim 4g + 2(w%2)
-        a[kk][2 * hi + 1] = mul_bf16x2(e2m1_pair<1>(w), f);  // row g+8: dim 4g + 2(w%2) + 1
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+          a[m][kk][2 * hi] = mul_bf16x2(q.p[2 * m], f);          // row g:   dim 4g + 2m
+          a[m][kk][2 * hi + 1] = mul_bf16x2(q.p[2 * m + 1], f);  // row g+8: dim 4g + 2m + 1
+        }
       }
     }
   }
 #pragma unroll
-  for (int ks = 0; ks < Wg<F>::kPvSteps; ++ks) fence_regs(a[ks]);
+  for (int m = 0; m < 2; ++m) {
+#pragma unroll
+    for (int ks = 0; ks < Wg<F>::kPvSteps; ++ks) fence_regs(a[m][ks]);
+  }
 }
 
 // ── the kernel ──────────────────────────────────────────────────────────────────────────────────
@@ -634,7 +653,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_wgmma_kernel(cons
     // a group's Vᵀ fragments come from the raw tile while the group before runs; each group's
     // product goes to fresh accumulators that are then added to the fp32 O.
     const float oscale = kMx ? pow2_e8m0(r_all) : 1.f;
-    constexpr int kGroupTiles = 2, kGroups = kMTiles / kGroupTiles;
+    constexpr int kGroupTiles = 2, kGroups = kMTiles / kGroupTiles;  // v_fragments fills two m-tiles
     std::uint32_t va[2][kGroupTiles][T::kPvSteps][4];
     float acc[2][kGroupTiles][8];
     auto fold = [&](int grp) {
@@ -654,8 +673,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_wgmma_kernel(cons
         wgmma_wait<1>();  // group grp − 2 retired
         fold(grp - 2);
       }
-#pragma unroll
-      for (int m = 0; m < kGroupTiles; ++m) v_fragments(sm, stage, grp * kGroupTiles + m, va[grp % 2][m]);
+      v_fragments(sm, stage, grp, va[grp % 2]);
       wgmma_fence();
 #pragma unroll
       for (int m = 0; m < kGroupTiles; ++m) {
