@@ -43,8 +43,7 @@ void prepare(const HostInputs& in, GpuCase* c, bool with_lse = true) {
 }
 
 // Uploads, plans, poisons the outputs with NaN, runs once and checks against the reference.
-void run_case(const CaseSpec& spec, GpuResult* r, bool with_lse = true) {
-  const HostInputs in = make_inputs(spec);
+void run_inputs(const HostInputs& in, GpuResult* r, bool with_lse = true) {
   GpuCase gc;
   ASSERT_NO_FATAL_FAILURE(prepare(in, &gc, with_lse));
   const std::unique_ptr<DeviceCase>& dc = gc.dc;
@@ -61,14 +60,20 @@ void run_case(const CaseSpec& spec, GpuResult* r, bool with_lse = true) {
   const Reference ref = reference_decode(in.problem(nullptr, nullptr));
   r->cmp = compare(r->out, r->lse, ref);
 }
+void run_case(const CaseSpec& spec, GpuResult* r, bool with_lse = true) {
+  run_inputs(make_inputs(spec), r, with_lse);
+}
 
-void expect_correct(const CaseSpec& spec, bool with_lse = true) {
+void expect_correct_inputs(const HostInputs& in, const std::string& name, bool with_lse = true) {
   GpuResult r;
-  ASSERT_NO_FATAL_FAILURE(run_case(spec, &r, with_lse));
-  EXPECT_TRUE(r.cmp.ok()) << spec.name() << ": " << r.cmp.summary() << " | " << describe(r.plan);
-  std::printf("  %-48s %s\n", spec.name().c_str(), r.cmp.summary().c_str());
-  EXPECT_EQ(r.cmp.nonfinite, 0) << spec.name();
-  EXPECT_TRUE(r.guards_ok) << spec.name() << ": a write landed outside out/lse (or a guard changed)";
+  ASSERT_NO_FATAL_FAILURE(run_inputs(in, &r, with_lse));
+  EXPECT_TRUE(r.cmp.ok()) << name << ": " << r.cmp.summary() << " | " << describe(r.plan);
+  std::printf("  %-48s %s\n", name.c_str(), r.cmp.summary().c_str());
+  EXPECT_EQ(r.cmp.nonfinite, 0) << name;
+  EXPECT_TRUE(r.guards_ok) << name << ": a write landed outside out/lse (or a guard changed)";
+}
+void expect_correct(const CaseSpec& spec, bool with_lse = true) {
+  expect_correct_inputs(make_inputs(spec), spec.name(), with_lse);
 }
 
 const KvFormat kFormats[] = {KvFormat::bf16, KvFormat::fp8, KvFormat::mxfp4};
@@ -147,6 +152,31 @@ TEST(GpuDecode, Mxfp4ScaleStrides18And24BothRoundings) {
       spec.seed = 3 + stride;
       expect_correct(spec);
     }
+  }
+}
+
+// MXFP4 scales far apart inside one warp's 16 tokens and inside one row (the quantizer never
+// makes these from smooth data): the kernel expresses every block scale relative to the largest
+// E8M0 byte of the warp's tokens. Blocks 2^27 apart, and some at 2^-127 (byte 0), must still
+// match the reference over exactly these bytes.
+TEST(GpuDecode, Mxfp4WideScaleSpread) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (std::int64_t stride : {18, 24}) {
+    CaseSpec spec;
+    spec.kv_lens = {1500, 64, 777, 4096};
+    spec.format = KvFormat::mxfp4;
+    spec.scale_stride = stride;
+    spec.seed = 91 + stride;
+    HostInputs in = make_inputs(spec);
+    std::uint64_t x = 0x9E3779B97F4A7C15ull + std::uint64_t(stride);
+    for (std::int64_t row = 0; row < in.kv_rows; ++row) {
+      for (int b = 0; b < kHeadDim / 32; ++b) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const std::uint8_t byte = (x >> 58) == 0 ? 0 : std::uint8_t(100 + (x >> 33) % 28);  // 2^-27 .. 2^0
+        in.kv_scales[std::size_t(row * stride + b)] = byte;
+      }
+    }
+    expect_correct_inputs(in, spec.name() + " wide scales");
   }
 }
 

@@ -162,6 +162,13 @@ __device__ __forceinline__ std::uint32_t e4m3x2_to_f16x2(std::uint16_t v) {  // 
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h2) : "h"(v));
   return h2;
 }
+// Four e4m3 bytes → fp16 pairs of bytes 0, 1 (lo) and bytes 2, 3 (hi), exact; the halves are
+// split by register aliasing rather than a shift.
+__device__ __forceinline__ void e4m3x4_to_f16x2x2(std::uint32_t r, std::uint32_t& lo, std::uint32_t& hi) {
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(r));
+}
 __device__ __forceinline__ float2 from_e4m3x2(std::uint16_t v) {
   const std::uint32_t h2 = e4m3x2_to_f16x2(v);
   return __half22float2(*reinterpret_cast<const __half2*>(&h2));
@@ -402,14 +409,10 @@ __device__ __forceinline__ void k_fragments(const Smem<F>& sm, int stage, int k0
       const int k = k0 + 2 * jj;  // k16 steps k, k + 1: chunks k, k + 1, bytes 4c..4c+3 of each
       std::uint32_t r[4];
       ldmatrix_x4(r, row + (k + lane / 16) * 16);
-      a[2 * jj][0] = e4m3x2_to_f16x2(std::uint16_t(r[0]));
-      a[2 * jj][1] = e4m3x2_to_f16x2(std::uint16_t(r[1]));
-      a[2 * jj][2] = e4m3x2_to_f16x2(std::uint16_t(r[0] >> 16));
-      a[2 * jj][3] = e4m3x2_to_f16x2(std::uint16_t(r[1] >> 16));
-      a[2 * jj + 1][0] = e4m3x2_to_f16x2(std::uint16_t(r[2]));
-      a[2 * jj + 1][1] = e4m3x2_to_f16x2(std::uint16_t(r[3]));
-      a[2 * jj + 1][2] = e4m3x2_to_f16x2(std::uint16_t(r[2] >> 16));
-      a[2 * jj + 1][3] = e4m3x2_to_f16x2(std::uint16_t(r[3] >> 16));
+      e4m3x4_to_f16x2x2(r[0], a[2 * jj][0], a[2 * jj][2]);  // row g: dims 4c, 4c+1 | 4c+2, 4c+3
+      e4m3x4_to_f16x2x2(r[1], a[2 * jj][1], a[2 * jj][3]);  // row g+8
+      e4m3x4_to_f16x2x2(r[2], a[2 * jj + 1][0], a[2 * jj + 1][2]);
+      e4m3x4_to_f16x2x2(r[3], a[2 * jj + 1][1], a[2 * jj + 1][3]);
     }
   } else {
     static_assert(Wg<F>::kBatch == 4, "MXFP4: one ldmatrix (two 32-dim blocks) per batch");
