@@ -101,12 +101,12 @@ struct Plan {
   int batch = 0;
   int s_q = 1;
   std::int64_t total_q = 0;
-  std::int64_t total_kv = 0;   // Σ L_b
-  int tokens_per_split = 0;    // KV tokens per work item (multiple of the tile)
-  int num_work_items = 0;      // (request, KV range) pairs
-  int num_split_requests = 0;  // requests whose KV is split over several work items
+  std::int64_t total_kv = 0;     // Σ L_b
+  int tokens_per_split = 0;      // KV tokens per work item (multiple of the tile)
+  int num_work_items = 0;        // (request, KV range) pairs
+  int num_split_requests = 0;    // requests whose KV is split over several work items
   int max_request_partials = 0;  // most work items of one split request (0: none split)
-  int grid = 0;                // CTAs (cuda) or worker threads (cpu)
+  int grid = 0;                  // CTAs (cuda) or worker threads (cpu)
   std::size_t workspace_bytes = 0;
   void* workspace = nullptr;  // caller-owned; holds the work list and split partials
   int device_sms = 0;         // cuda: multiprocessors of the planned device

@@ -73,7 +73,8 @@ std::string describe(const Plan& plan) {
   os << "plan[" << to_string(plan.backend) << "] batch=" << plan.batch << " s_q=" << plan.s_q
      << " total_kv=" << plan.total_kv << " work_items=" << plan.num_work_items
      << " tokens_per_split=" << plan.tokens_per_split << " split_requests=" << plan.num_split_requests
-     << " max_partials=" << plan.max_request_partials << " grid=" << plan.grid << " workspace=" << plan.workspace_bytes << "B";
+     << " max_partials=" << plan.max_request_partials << " grid=" << plan.grid << " workspace=" << plan.workspace_bytes
+     << "B";
   if (plan.backend == Backend::cuda) os << " sms=" << plan.device_sms;
   return os.str();
 }

@@ -34,8 +34,7 @@ WorkspaceLayout workspace_layout(int batch, int s_q, int target_items) {
   return w;
 }
 
-WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_items, int tile,
-                         int min_split_tiles) {
+WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_items, int tile, int min_split_tiles) {
   WorkList wl;
   const int batch = int(kv_lengths.size());
   std::int64_t total = 0;

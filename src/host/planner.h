@@ -62,7 +62,6 @@ struct WorkList {
 // tokens per item. The floor keeps the partials' traffic (16 × 512 fp32 written and read back
 // per split item) small against the item's KV bytes. Empty requests get one empty item. Items are
 // ordered longest first so that stragglers start early.
-WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_items, int tile,
-                         int min_split_tiles = 1);
+WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_items, int tile, int min_split_tiles = 1);
 
 }  // namespace mla

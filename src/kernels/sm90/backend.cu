@@ -92,8 +92,8 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   }
   // No floor on the split size: measured on the H200, 4 tiles per split item (fewer partials)
   // made 4×1024 slower (14 → 18–27 µs) and no suite shape faster (docs/perf-notes.md, v10).
-  const WorkList wl = build_work_list(lengths, sms * sm90::decode_ctas_per_sm(p.kv.format),
-                                      sm90::decode_tile_tokens(p.kv.format));
+  const WorkList wl =
+      build_work_list(lengths, sms * sm90::decode_ctas_per_sm(p.kv.format), sm90::decode_tile_tokens(p.kv.format));
   const WorkspaceLayout layout = workspace_layout(p.batch, p.s_q, sms * sm90::kMaxDecodeCtasPerSm);
   if (bytes < layout.total_bytes) {
     return {StatusCode::workspace_too_small,

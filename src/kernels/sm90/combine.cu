@@ -22,7 +22,7 @@ namespace mla::sm90 {
 namespace {
 
 constexpr int kLanes = kValueDim / 4;  // 128 dim lanes: 4 dims each
-constexpr int kMaxGroups = 4;           // partial groups: group g sums partials g, g + G, …
+constexpr int kMaxGroups = 4;          // partial groups: group g sums partials g, g + G, …
 constexpr int kMaxThreads = kLanes * kMaxGroups;
 constexpr int kMaxWarps = kMaxThreads / 32;
 constexpr int kUnroll = 8;         // partial loads in flight per thread

@@ -67,12 +67,12 @@ struct alignas(128) Smem {
   using T = Traits<F>;
   using Sh = TileShape<T::kTile>;
   static constexpr int kTile = T::kTile;
-  alignas(16) std::uint8_t q[kNumHeads][kPitch];                                      // Q, bf16
-  alignas(16) std::uint8_t raw[T::kStages][kTile][T::kRawPitch];                      // KV as stored
-  alignas(16) float s_part[2][kNumHeads][Sh::kSPitch];  // S partials of the two dim halves
-  alignas(16) std::uint8_t p[kNumHeads][Sh::kPPitch];   // P, 16-bit
-  float factor[kNumHeads];                              // this tile's rescale of O per head
-  float inv_l[kNumHeads];                               // final 1/l (× value scale) per head
+  alignas(16) std::uint8_t q[kNumHeads][kPitch];                  // Q, bf16
+  alignas(16) std::uint8_t raw[T::kStages][kTile][T::kRawPitch];  // KV as stored
+  alignas(16) float s_part[2][kNumHeads][Sh::kSPitch];            // S partials of the two dim halves
+  alignas(16) std::uint8_t p[kNumHeads][Sh::kPPitch];             // P, 16-bit
+  float factor[kNumHeads];                                        // this tile's rescale of O per head
+  float inv_l[kNumHeads];                                         // final 1/l (× value scale) per head
 };
 static_assert(sizeof(Smem<KvFormat::bf16>) <= 227 * 1024, "bf16 shared memory over the 227 KB limit");
 
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
   for (int k = 0; k < kKSteps; ++k) {
     const int d0 = kh * kHalfDims + k * 16;
-      ldmatrix_x4(qa[k], &sm.q[lane % 16][(d0 + (lane / 16) * 8) * 2]);
+    ldmatrix_x4(qa[k], &sm.q[lane % 16][(d0 + (lane / 16) * 8) * 2]);
   }
 
   SoftmaxState<float> st = SoftmaxState<float>::empty();  // head sh
@@ -182,16 +182,16 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       constexpr int kChains = 4;  // independent accumulator chains, rotating over the k steps
       float acc[kChains][Sh::kNTiles][4] = {};
 #pragma unroll
-        for (int k = 0; k < kKSteps; ++k) {
+      for (int k = 0; k < kKSteps; ++k) {
 #pragma unroll
-          for (int np = 0; np < Sh::kNTiles / 2; ++np) {
-            std::uint32_t b[4];
-            ldmatrix_x4(b, &kv[Sh::kTokensS * tg + 16 * np + lane % 8 + (lane / 16) * 8]
-                              [(kh * kHalfDims + ((lane / 8) % 2) * 8) * 2 + k * 32]);
-            mma_bf16(acc[k % kChains][2 * np], qa[k], b[0], b[1]);
-            mma_bf16(acc[k % kChains][2 * np + 1], qa[k], b[2], b[3]);
-          }
+        for (int np = 0; np < Sh::kNTiles / 2; ++np) {
+          std::uint32_t b[4];
+          ldmatrix_x4(b, &kv[Sh::kTokensS * tg + 16 * np + lane % 8 + (lane / 16) * 8]
+                            [(kh * kHalfDims + ((lane / 8) % 2) * 8) * 2 + k * 32]);
+          mma_bf16(acc[k % kChains][2 * np], qa[k], b[0], b[1]);
+          mma_bf16(acc[k % kChains][2 * np + 1], qa[k], b[2], b[3]);
         }
+      }
 #pragma unroll
       for (int j = 0; j < Sh::kNTiles; ++j) {
         const int col = Sh::kTokensS * tg + 8 * j + 2 * c;
@@ -257,14 +257,14 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     for (int kk = 0; kk < kTile / 16; ++kk) {
       std::uint32_t a[4];
       ldmatrix_x4(a, &sm.p[lane % 16][kk * 32 + (lane / 16) * 16]);
-        const std::uint8_t* vrow = kv[kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8];
+      const std::uint8_t* vrow = kv[kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {  // two n8 tiles per ldmatrix
-          std::uint32_t b[4];
-          ldmatrix_x4_trans(b, vrow + (warp * 64 + j * 16 + (lane / 16) * 8) * 2);
-          mma_bf16(o[2 * j], a, b[0], b[1]);
-          mma_bf16(o[2 * j + 1], a, b[2], b[3]);
-        }
+      for (int j = 0; j < 4; ++j) {  // two n8 tiles per ldmatrix
+        std::uint32_t b[4];
+        ldmatrix_x4_trans(b, vrow + (warp * 64 + j * 16 + (lane / 16) * 8) * 2);
+        mma_bf16(o[2 * j], a, b[0], b[1]);
+        mma_bf16(o[2 * j + 1], a, b[2], b[3]);
+      }
     }
   }
   cp_async_wait<0>();

@@ -54,8 +54,8 @@ template <>
 struct Wg<KvFormat::fp8> {
   static constexpr int kRowBytes = kHeadDim;  // e4m3
   static constexpr int kStages = 2;
-  static constexpr int kBatch = 6;      // S k16 steps per register batch (3 ldmatrix of 2 steps)
-  static constexpr int kPTerms = 2;     // P·2^8 = P_hi + P_lo
+  static constexpr int kBatch = 6;       // S k16 steps per register batch (3 ldmatrix of 2 steps)
+  static constexpr int kPTerms = 2;      // P·2^8 = P_hi + P_lo
   static constexpr int kPBytes = kTile;  // bytes per P row
   static constexpr int kPvSteps = 2;     // k32 steps of P·V per tile
   static constexpr float kOutScale = 1.f / 256.f;
@@ -84,10 +84,10 @@ template <KvFormat F>
 struct Smem {
   using T = Wg<F>;
   static constexpr bool kMx = F == KvFormat::mxfp4;
-  static constexpr int kPitch = T::kRowBytes + 16;  // bytes per KV row in shared memory
-  alignas(128) std::uint8_t kv[T::kStages][kTile][kPitch];  // the KV as stored
-  CoreTile<kNumHeads, 2 * kHeadDim> q;                      // Q, 16-bit, dims permuted
-  CoreTile<kNumHeads, T::kPBytes> p[T::kPTerms];            // P, token slots in fragment order
+  static constexpr int kPitch = T::kRowBytes + 16;                              // bytes per KV row in shared memory
+  alignas(128) std::uint8_t kv[T::kStages][kTile][kPitch];                      // the KV as stored
+  CoreTile<kNumHeads, 2 * kHeadDim> q;                                          // Q, 16-bit, dims permuted
+  CoreTile<kNumHeads, T::kPBytes> p[T::kPTerms];                                // P, token slots in fragment order
   alignas(16) std::uint8_t sc[kMx ? T::kStages : 1][kMx ? kBlocks : 1][kTile];  // E8M0 [block][token]
   alignas(16) std::uint16_t fac[kMx ? kBlocks : 1][kTile];  // bf16 2^(s − R_w + 126) [block][token]
   float red[kWarps][kNumHeads];                             // per-warp tile max (then l) per head
@@ -400,7 +400,8 @@ __device__ __forceinline__ void load_q(Smem<F>& sm, const DecodeParams& p, int v
 // ── register fragments ──────────────────────────────────────────────────────────────────────────
 // S: the K fragments of k16 steps k0 .. k0 + kBatch − 1 (rows g / g+8 = tokens 16w + g, + 8).
 template <KvFormat F>
-__device__ __forceinline__ void k_fragments(const Smem<F>& sm, int stage, int k0, std::uint32_t (&a)[Wg<F>::kBatch][4]) {
+__device__ __forceinline__ void k_fragments(const Smem<F>& sm, int stage, int k0,
+                                            std::uint32_t (&a)[Wg<F>::kBatch][4]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
   const std::uint8_t* row = sm.kv[stage][16 * warp + lane % 8 + 8 * ((lane / 8) % 2)];
   if constexpr (F == KvFormat::fp8) {
@@ -476,7 +477,7 @@ __device__ __forceinline__ void v_fragments(const Smem<F>& sm, int stage, int gr
     const int blk = 4 * grp + warp;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // tokens 32h + [0, 32): k16 steps 2h, 2h + 1
-      std::uint32_t r[4];  // matrix i: tokens 32h + 8i + [0, 8) × the block's 16 bytes
+      std::uint32_t r[4];          // matrix i: tokens 32h + 8i + [0, 8) × the block's 16 bytes
       ldmatrix_x4_trans(r, &sm.kv[stage][32 * h + lane][blk * 16]);
       // r[i]: codes of dims 4g..4g+3 for token 2c (bits 0..15) and token 2c + 1 (bits 16..31).
 #pragma unroll
