@@ -11,8 +11,7 @@ if [ ! -x build-gpu/mla ]; then
   cmake -S . -B build-gpu -G Ninja -DMLA_GTEST_SOURCE="$PWD/.deps/googletest" >/dev/null &&
     cmake --build build-gpu -j"$(nproc)" --target mla_cli >/dev/null || exit 1
 fi
-obj=$(find build-gpu -name 'decode.cu.o' | head -1)
-cuobjdump -sass "$obj" >"$out/decode.sass"
+for obj in $(find build-gpu -name 'decode*.cu.o'); do cuobjdump -sass "$obj"; done >"$out/decode.sass"
 awk '/Function :/{name=$3} /^ +\/\*[0-9a-f]+\*\/ +[A-Z]/{op=$2; sub(/\..*/,"",op); sub(/;$/,"",op); n[name" "op]++}
      END{for (k in n) print n[k], k}' "$out/decode.sass" | sort -k2,2 -k1,1nr | awk '{c[$2]++; if (c[$2] <= 14) print}' >"$out/sass-mix.txt"
 metrics=sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,\
@@ -35,7 +34,7 @@ smsp__average_warps_issue_stalled_selected_per_issue_active.ratio,\
 l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,\
 dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum
 for f in bf16 fp8 mxfp4; do
-  ncu --clock-control none -k regex:decode_kernel -c 1 --metrics "$metrics" \
+  ncu --clock-control none -k regex:decode -c 1 --metrics "$metrics" \
     ./build-gpu/mla bench --format "$f" --shapes "$shape" --reps 2 --check-requests 1 >"$out/ncu-$f.txt" 2>&1
 done
 for f in bf16 fp8 mxfp4; do echo "== $f"; grep -E "^\s+(sm|smsp|l1tex|dram|gpu)__" "$out/ncu-$f.txt" | awk '{print $1, $(NF)}'; done

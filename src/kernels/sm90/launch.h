@@ -1,4 +1,4 @@
-// Host-side launchers of the sm90 kernels (decode.cu, combine.cu).
+// Host-side launchers of the sm90 kernels (decode.cu, decode_wgmma.cu, combine.cu).
 #pragma once
 
 #include <cuda_runtime.h>
