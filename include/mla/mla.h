@@ -58,7 +58,7 @@ struct KvCache {
   std::int64_t row_stride_bytes = 0;     // ≥ kv_row_bytes(format)
   float fp8_scale = 1.0f;                // fp8 only: value = e4m3 · fp8_scale (finite, > 0)
   const std::uint8_t* scales = nullptr;  // mxfp4 only: [rows × scale_stride] E8M0, first 18 columns used
-  std::int64_t scale_stride = kMxfp4ScalesPerRow;  // mxfp4 only: ≥ 18 (aiter: 18 or 24)
+  std::int64_t scale_stride = kMxfp4ScalesPerRow;  // mxfp4 only: ≥ 18 (aiter: 18 or 24); even for cuda
 };
 
 // Optional paging. page_size == 0: contiguous, request b reads physical rows

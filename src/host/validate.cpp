@@ -131,6 +131,9 @@ Status validate_description(const Problem& p, Backend backend) {
     if (p.kv.format == KvFormat::mxfp4 && !aligned(p.kv.scales, 16)) {
       return invalid("kv.scales must be 16-byte aligned for the cuda backend");
     }
+    if (p.kv.format == KvFormat::mxfp4 && p.kv.scale_stride % 2 != 0) {  // the kernel reads scale pairs
+      return invalid("kv.scale_stride must be even for the cuda backend, got " + std::to_string(p.kv.scale_stride));
+    }
     if (p.lse && !aligned(p.lse, 16)) return invalid("lse must be 16-byte aligned for the cuda backend");
     if (!aligned(p.qo_indptr, 4) || !aligned(p.kv_indptr, 4) ||
         (p.paging.page_size && !aligned(p.paging.page_table, 4))) {

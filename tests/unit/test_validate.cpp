@@ -419,6 +419,14 @@ TEST(Validate, CudaMisalignedScales) {
   expect_invalid(p, Backend::cuda, "kv.scales must be 16-byte aligned");
 }
 
+TEST(Validate, CudaOddScaleStride) {
+  Problem p = cuda_problem(KvFormat::mxfp4);
+  p.kv.scale_stride = 19;  // the cpu backend reads bytes; the kernel reads 2-byte scale pairs
+  expect_invalid(p, Backend::cuda, "scale_stride must be even");
+  p.kv.scale_stride = 24;
+  EXPECT_TRUE(mla::validate(p, Backend::cuda).ok()) << mla::validate(p, Backend::cuda).message;
+}
+
 TEST(Validate, CudaMisalignedLse) {
   Problem p = cuda_problem(KvFormat::bf16);
   p.lse = fake_device_ptr<float>(0x7f0000400004);
