@@ -54,7 +54,7 @@ template <>
 struct Wg<KvFormat::fp8> {
   static constexpr int kRowBytes = kHeadDim;  // e4m3
   static constexpr int kStages = 2;
-  static constexpr int kBatch = 12;      // S k16 steps per register batch (6 ldmatrix of 2 steps)
+  static constexpr int kBatch = 6;       // S k16 steps per register batch (3 ldmatrix of 2 steps)
   static constexpr int kPTerms = 2;      // P·2^8 = P_hi + P_lo
   static constexpr int kPBytes = kTile;  // bytes per P row
   static constexpr int kPvSteps = 2;     // k32 steps of P·V per tile
