@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One decode launch under ncu (stall reasons, pipes, memory) plus the SASS instruction mix of a kernel.
+# One decode launch under ncu (speed of light, stall reasons, pipes, memory) plus the SASS
+# instruction mix of the decode kernels (sass-mix.txt). scripts/profile.sh runs it per format.
 #   usage: scripts/ncu_one.sh OUTDIR FORMAT SHAPE KERNEL_REGEX     (on the H200 machine)
 set -uo pipefail
 out=${1:?usage: scripts/ncu_one.sh OUTDIR FORMAT SHAPE KERNEL_REGEX}
