@@ -34,7 +34,7 @@ WorkspaceLayout workspace_layout(int batch, int s_q, int target_items) {
   return w;
 }
 
-WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_items, int tile, int min_split_tiles) {
+WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_items, int tile) {
   WorkList wl;
   const int batch = int(kv_lengths.size());
   std::int64_t total = 0;
@@ -52,8 +52,7 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
   };
   std::int64_t chunk;
   if (batch <= target_items) {
-    std::int64_t hi = std::max<std::int64_t>(1, (max_len + tile - 1) / tile);  // in tiles
-    std::int64_t lo = std::clamp<std::int64_t>(min_split_tiles, 1, hi);
+    std::int64_t lo = 1, hi = std::max<std::int64_t>(1, (max_len + tile - 1) / tile);  // in tiles
     while (lo < hi) {
       const std::int64_t mid = (lo + hi) / 2;
       if (items_for(mid * tile) <= target_items)

@@ -57,11 +57,9 @@ struct WorkList {
 };
 
 // Splits every request into ceil(L_b / chunk) items of at most `chunk` tokens, chunk a multiple
-// of `tile`: the smallest one of at least `min_split_tiles` tiles whose items fit in one wave of
-// `target_items` (SMs × resident CTAs) when batch <= target_items, else an even share of all
-// tokens per item. The floor keeps the partials' traffic (16 × 512 fp32 written and read back
-// per split item) small against the item's KV bytes. Empty requests get one empty item. Items are
-// ordered longest first so that stragglers start early.
-WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_items, int tile, int min_split_tiles = 1);
+// of `tile`: the smallest one whose items fit in one wave of `target_items` (SMs × resident CTAs)
+// when batch <= target_items, else an even share of all tokens per item. Empty requests get one
+// empty item. Items are ordered longest first so that stragglers start early.
+WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_items, int tile);
 
 }  // namespace mla

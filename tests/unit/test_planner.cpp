@@ -152,16 +152,14 @@ TEST(Planner, SmallestChunkThatFitsOneWave) {
   EXPECT_EQ(wl.tokens_per_split, 4096);
 }
 
-// A floor on the split size: split items hold at least min_split_tiles tiles (fewer, larger
-// partials), still the smallest such chunk that fits one wave; unsplit requests are unaffected.
-TEST(Planner, MinimumSplitSize) {
-  const WorkList wl = build_work_list(std::vector<std::int32_t>(4, 8192), 264, 64, 4);
-  EXPECT_EQ(wl.tokens_per_split, 256);  // without the floor: 128 (64 items per request)
-  EXPECT_EQ(wl.items.size(), 128u);
-  EXPECT_EQ(wl.max_request_partials, 32);
-  const WorkList big = build_work_list(std::vector<std::int32_t>(32, 8192), 264, 64, 4);
-  EXPECT_EQ(big.tokens_per_split, 1024);  // the wave, not the floor, decides
-  const WorkList small = build_work_list(std::vector<std::int32_t>{100, 0, 64}, 264, 64, 4);
+// The longest split, which sizes the combine's CTAs.
+TEST(Planner, MaxRequestPartials) {
+  const WorkList wl = build_work_list(std::vector<std::int32_t>(4, 8192), 264, 64);
+  EXPECT_EQ(wl.tokens_per_split, 128);  // 64 items per request: 256 of the 264 slots
+  EXPECT_EQ(wl.max_request_partials, 64);
+  const WorkList mixed = build_work_list(std::vector<std::int32_t>{8192, 100, 0}, 132, 64);
+  EXPECT_EQ(mixed.max_request_partials, mixed.splits[0].num_partials);
+  const WorkList small = build_work_list(std::vector<std::int32_t>{60, 0, 64}, 264, 64);  // one tile each
   EXPECT_EQ(small.num_split_requests, 0);
   EXPECT_EQ(small.max_request_partials, 0);
   for (const auto& lens : {std::vector<std::int32_t>(4, 1024), testing::ragged_lengths(40, 7)}) {
