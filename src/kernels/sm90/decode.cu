@@ -17,7 +17,6 @@
 
 #include <cstdint>
 
-#include "kernels/common/formats.h"
 #include "kernels/common/softmax_state.h"
 #include "kernels/sm90/decode_params.h"
 #include "kernels/sm90/launch.h"

@@ -232,10 +232,6 @@ __device__ __forceinline__ std::uint32_t mul_bf16x2(std::uint32_t a, std::uint32
   asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
   return r;
 }
-// 2^(R − 127) as a float for an E8M0 byte R (2^-127 for R = 0).
-__device__ __forceinline__ float pow2_e8m0(int r) {
-  return r > 0 ? bits_to_float(std::uint32_t(r) << 23) : bits_to_float(0x00400000u);
-}
 
 // fp8: token slot of tile token u inside its 16-token chunk of P — the k order of the Vᵀ register
 // fragments (k slots 4c..4c+3 of a k32 half hold tokens 2c, 2c+1, 8+2c, 9+2c).
@@ -610,7 +606,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_wgmma_kernel(cons
     // Online softmax. s[j0] / s[j0 + 2]: tokens g / g+8 of the warp, head column i (see head[]).
     const int u0 = 16 * warp + g;  // tile tokens u0 and u0 + 8
     const bool v0 = t0 + u0 < item.kv_end, v1 = t0 + u0 + 8 < item.kv_end;
-    const float kscale = kMx ? pow2_e8m0(r_w) : 1.f;  // MXFP4: K = K' · 2^(R_w − 127)
+    const float kscale = kMx ? decode_e8m0(std::uint8_t(r_w)) : 1.f;  // MXFP4: K = K' · 2^(R_w − 127)
     float x[4][2], mx[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -656,7 +652,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_wgmma_kernel(cons
     // Oᵀ = f·Oᵀ + Vᵀ·Pᵀ (· 2^(A − 127) for MXFP4), two m-tiles per group, two groups in flight:
     // a group's Vᵀ fragments come from the raw tile while the group before runs; each group's
     // product goes to fresh accumulators that are then added to the fp32 O.
-    const float oscale = kMx ? pow2_e8m0(r_all) : 1.f;
+    const float oscale = kMx ? decode_e8m0(std::uint8_t(r_all)) : 1.f;
     constexpr int kGroupTiles = 2, kGroups = kMTiles / kGroupTiles;  // v_fragments fills two m-tiles
     std::uint32_t va[2][kGroupTiles][T::kPvSteps][4];
     float acc[2][kGroupTiles][8];
