@@ -45,6 +45,12 @@ int page_shift(int page_size) {
   }
 }
 
+// The layout plan() fills and run() reads: sized for the most resident decode CTAs per SM of
+// any format, so that it depends on batch, s_q and the device only.
+WorkspaceLayout cuda_layout(int batch, int s_q, int sms) {
+  return workspace_layout(batch, s_q, sms * sm90::kMaxDecodeCtasPerSm);
+}
+
 }  // namespace
 
 bool available() {
@@ -61,7 +67,7 @@ Status workspace_size(const Problem& p, std::size_t* bytes) {
   int sms = 0;
   Status s = device_sms(&sms);
   if (!s.ok()) return s;
-  *bytes = workspace_layout(p.batch, p.s_q, sms * sm90::kMaxDecodeCtasPerSm).total_bytes;
+  *bytes = cuda_layout(p.batch, p.s_q, sms).total_bytes;
   return Status::success();
 }
 
@@ -90,11 +96,9 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
     const std::int64_t len = kv[std::size_t(b) + 1] - kv[std::size_t(b)];
     for (int i = 0; i < p.s_q; ++i) lengths[std::size_t(b) * p.s_q + i] = std::int32_t(visible_keys(len, p.s_q, i));
   }
-  // No floor on the split size: measured on the H200, 4 tiles per split item (fewer partials)
-  // made 4×1024 slower (14 → 18–27 µs) and no suite shape faster (docs/perf-notes.md, v10).
   const WorkList wl =
       build_work_list(lengths, sms * sm90::decode_ctas_per_sm(p.kv.format), sm90::decode_tile_tokens(p.kv.format));
-  const WorkspaceLayout layout = workspace_layout(p.batch, p.s_q, sms * sm90::kMaxDecodeCtasPerSm);
+  const WorkspaceLayout layout = cuda_layout(p.batch, p.s_q, sms);
   if (bytes < layout.total_bytes) {
     return {StatusCode::workspace_too_small,
             "workspace of " + std::to_string(bytes) + " bytes, plan needs " + std::to_string(layout.total_bytes)};
@@ -128,7 +132,7 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
 }
 
 Status run(const Problem& p, const Plan& plan, void* stream) {
-  const WorkspaceLayout layout = workspace_layout(plan.batch, plan.s_q, plan.device_sms * sm90::kMaxDecodeCtasPerSm);
+  const WorkspaceLayout layout = cuda_layout(plan.batch, plan.s_q, plan.device_sms);
   auto* base = static_cast<std::uint8_t*>(plan.workspace);
   auto* st = static_cast<cudaStream_t>(stream);
 
