@@ -145,6 +145,16 @@ __device__ __forceinline__ void wgmma_rs_f16(float (&d)[8], const std::uint32_t 
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(int(kAccumulate)));
 }
+// bf16, K = 16:
+template <bool kAccumulate = true>
+__device__ __forceinline__ void wgmma_rs_bf16(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, acc, 1, "
+      "1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(int(kAccumulate)));
+}
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
@@ -189,16 +199,6 @@ __device__ __forceinline__ SplitE4m3x2 split_e4m3x2(float a, float b) {
   return {hi, to_e4m3x2(a - h.x, b - h.y)};
 }
 
-// D[64×16] (+)= A[64×16] · B[16×16]ᵀ, bf16, A in registers (this warp's 16 rows), B in shared memory.
-template <bool kAccumulate = true>
-__device__ __forceinline__ void wgmma_rs_bf16(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %13, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, acc, 1, "
-      "1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(int(kAccumulate)));
-}
 // The S wgmma of format F: fp16 (fp8 KV) or bf16 (MXFP4).
 template <KvFormat F, bool kAccumulate = true>
 __device__ __forceinline__ void wgmma_s(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t b) {
