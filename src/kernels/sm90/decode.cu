@@ -4,11 +4,14 @@
 // cut to query token i's causal length); 8 warps. One CTA owns all 16 heads of its q row and
 // streams its KV range once, in tiles of 64 tokens:
 //
-//   global ──cp.async 16 B──▶ bf16 stage (2 stages deep)
+//   global ──cp.async 16 B──▶ bf16 stage (3 stages deep; rows of 1152 B, 16-byte chunks XOR-swizzled
+//                             by row % 8 so that ldmatrix rows hit distinct banks; Q rides in stage 2
+//                             until its fragments are in registers)
 //   S  = Q·Kᵀ   mma.sync m16n8k16, M = the 16 heads exactly; warp (tg, kh) = (w % 4, w / 4)
 //               owns tokens [16tg, 16tg+16) × dims [288kh, 288kh+288), its Q fragments held
 //               in registers for the whole item; the two dim halves meet in shared memory
-//   softmax     half-warp per head (SoftmaxState), P → shared memory
+//   softmax     half-warp per head (SoftmaxState), P → the tile's rope chunks (dims 512..575, dead
+//               once S is done)
 //   O += P·V    mma.sync m16n8k16: warp w owns value dims [64w, 64w+64), V = the same rows
 //
 // No padding rows: M = 16 = the heads. Finished items write bf16 O and LSE; split items write
@@ -29,14 +32,20 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 
-constexpr int kPitch = kHeadDim * 2 + 16;  // bytes per bf16 row in shared memory (bank-conflict-free ldmatrix)
+constexpr int kPitch = kHeadDim * 2;  // bytes per bf16 row in shared memory (chunks swizzled, no padding)
 
 constexpr int kHalfDims = kHeadDim / 2;  // dims per S warp
 constexpr int kKSteps = kHalfDims / 16;  // k16 steps per S warp (18)
 static_assert(kWarps == 8, "S warps: 4 token groups × 2 dim halves");
 static_assert(kNumHeads == 2 * kWarps, "softmax: a half-warp per head");
 static_assert(kValueDim == kWarps * 64, "each warp owns 64 value dims in O = P·V");
-static_assert(kPitch % 128 == 16, "row pitch must rotate banks by 16 B");
+static_assert(kPitch % 128 == 0, "rows are whole 128-byte lines: the chunk swizzle spreads them over the banks");
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile row: chunk ^ (row % 8), so
+// that the 8 rows of an ldmatrix matrix (same logical chunk) land in 8 distinct bank groups.
+__device__ __forceinline__ int swz(int row, int chunk) {
+  return (chunk ^ (row & 7)) * 16;
+}
 
 template <KvFormat F>
 struct Traits;
@@ -44,7 +53,7 @@ struct Traits;
 template <>
 struct Traits<KvFormat::bf16> {
   static constexpr int kTile = 64;  // tokens per tile
-  static constexpr int kStages = 2;
+  static constexpr int kStages = 3;
   static constexpr int kRawPitch = kPitch;  // the stage is the bf16 tile
   static constexpr int kRowBytes = kHeadDim * 2;
 };
@@ -56,9 +65,8 @@ struct TileShape {
   static constexpr int kTokensLane = kTile / 16;       // softmax: tokens per lane (a half-warp per head)
   static constexpr int kRowsPerWarp = kTile / kWarps;  // rows each warp copies
   static constexpr int kSPitch = kTile + 8;            // floats per S-partial row (conflict-free float2 stores)
-  static constexpr int kPPitch = kTile * 2 + 16;       // bytes per P row
   static_assert(kTokensS % 16 == 0 && kTokensLane % 4 == 0, "tile must be a multiple of 64 tokens");
-  static_assert(kPPitch % 128 == 16 && kSPitch % 32 == 8, "P and S-partial pitches must rotate banks");
+  static_assert(kSPitch % 32 == 8, "S-partial rows must rotate banks (conflict-free float2 stores)");
 };
 
 template <KvFormat F>
@@ -66,14 +74,27 @@ struct alignas(128) Smem {
   using T = Traits<F>;
   using Sh = TileShape<T::kTile>;
   static constexpr int kTile = T::kTile;
-  alignas(16) std::uint8_t q[kNumHeads][kPitch];                  // Q, bf16
-  alignas(16) std::uint8_t raw[T::kStages][kTile][T::kRawPitch];  // KV as stored
-  alignas(16) float s_part[2][kNumHeads][Sh::kSPitch];            // S partials of the two dim halves
-  alignas(16) std::uint8_t p[kNumHeads][Sh::kPPitch];             // P, 16-bit
+  alignas(128) std::uint8_t raw[T::kStages][kTile][T::kRawPitch];  // KV as stored (stage 2 first holds Q)
+  alignas(16) float s_part[2][kNumHeads][Sh::kSPitch];             // S partials of the two dim halves
   float factor[kNumHeads];                                        // this tile's rescale of O per head
   float inv_l[kNumHeads];                                         // final 1/l (× value scale) per head
 };
 static_assert(sizeof(Smem<KvFormat::bf16>) <= 227 * 1024, "bf16 shared memory over the 227 KB limit");
+static_assert(Traits<KvFormat::bf16>::kStages >= 3 && kNumHeads <= Traits<KvFormat::bf16>::kTile,
+              "Q (16 rows) borrows stage 2, which the first tile to land there (tile 2) overwrites");
+
+// Q, bf16 [16 × 1152 B] swizzled like a tile, in stage 2 until the loop starts.
+template <KvFormat F>
+__device__ __forceinline__ std::uint8_t* q_rows(Smem<F>& sm) {
+  return sm.raw[2][0];
+}
+// P (bf16, 16 heads × 64 tokens) lives in the tile's own stage: row h's last 128 bytes hold the
+// rope dims 512..575, dead once S is done (P·V reads dims < 512); byte `b` of P row h, swizzled.
+constexpr int kPChunk0 = kValueDim * 2 / 16;  // first rope chunk (64)
+static_assert(kPChunk0 + Traits<KvFormat::bf16>::kTile * 2 / 16 == kPitch / 16, "P rows fill the rope chunks");
+__device__ __forceinline__ std::uint8_t* p_at(std::uint8_t (*kv)[kPitch], int h, int b) {
+  return kv[h] + swz(h, kPChunk0 + b / 16) + b % 16;
+}
 
 // D += A·B, m16n8k16, bf16 inputs, fp32 accumulators.
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
@@ -110,7 +131,7 @@ struct Decoder {
       const std::int64_t row = valid ? physical_row(n) : 0;
       const std::uint8_t* src = p.kv + row * p.kv_row_stride;
 #pragma unroll
-      for (int c = lane; c < kChunks; c += 32) cp_async16(&sm.raw[s][r][c * 16], src + c * 16, valid ? 16 : 0);
+      for (int c = lane; c < kChunks; c += 32) cp_async16(&sm.raw[s][r][swz(r, c)], src + c * 16, valid ? 16 : 0);
     }
   }
 };
@@ -139,7 +160,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       reinterpret_cast<const std::uint8_t*>(p.q) + std::int64_t(item.request) * kNumHeads * kHeadDim * 2;
   for (int i = threadIdx.x; i < kNumHeads * (kHeadDim * 2 / 16); i += kThreads) {
     const int h = i / (kHeadDim * 2 / 16), ch = i % (kHeadDim * 2 / 16);
-    cp_async16(&sm.q[h][ch * 16], qsrc + std::int64_t(h) * kHeadDim * 2 + ch * 16, 16);
+    cp_async16(q_rows(sm) + h * kPitch + swz(h, ch), qsrc + std::int64_t(h) * kHeadDim * 2 + ch * 16, 16);
   }
   const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
 #pragma unroll
@@ -156,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
   for (int k = 0; k < kKSteps; ++k) {
     const int d0 = kh * kHalfDims + k * 16;
-    ldmatrix_x4(qa[k], &sm.q[lane % 16][(d0 + (lane / 16) * 8) * 2]);
+    ldmatrix_x4(qa[k], q_rows(sm) + (lane % 16) * kPitch + swz(lane % 16, (d0 + (lane / 16) * 8) / 8));
   }
 
   SoftmaxState<float> st = SoftmaxState<float>::empty();  // head sh
@@ -174,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     const bool load_next = next < num_tiles;
     if (load_next) dec.load_tile(sm, next % T::kStages, item.kv_begin + next * kTile, item.kv_end);
     cp_async_commit();
-    const std::uint8_t(*kv)[kPitch] = sm.raw[stage];  // the bf16 tile
+    std::uint8_t(*kv)[kPitch] = sm.raw[stage];  // the bf16 tile (its rope chunks then hold P)
 
     // S partial over this warp's dims for tokens [16tg, 16tg+16): four independent chains.
     {
@@ -185,8 +206,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
         for (int np = 0; np < Sh::kNTiles / 2; ++np) {
           std::uint32_t b[4];
-          ldmatrix_x4(b, &kv[Sh::kTokensS * tg + 16 * np + lane % 8 + (lane / 16) * 8]
-                            [(kh * kHalfDims + ((lane / 8) % 2) * 8) * 2 + k * 32]);
+          const int r = Sh::kTokensS * tg + 16 * np + lane % 8 + (lane / 16) * 8;
+          ldmatrix_x4(b, &kv[r][swz(r, (kh * kHalfDims + ((lane / 8) % 2) * 8) / 8 + 2 * k)]);
           mma_bf16(acc[k % kChains][2 * np], qa[k], b[0], b[1]);
           mma_bf16(acc[k % kChains][2 * np + 1], qa[k], b[2], b[3]);
         }
@@ -236,7 +257,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       st.add(sum);
 #pragma unroll
       for (int i = 0; i < kN; i += 4) {
-        *reinterpret_cast<uint2*>(&sm.p[sh][2 * (kN * si + i)]) =
+        *reinterpret_cast<uint2*>(p_at(kv, sh, 2 * (kN * si + i))) =
             make_uint2(pack_bf16x2(pv[i], pv[i + 1]), pack_bf16x2(pv[i + 2], pv[i + 3]));
       }
       if (si == 0) sm.factor[sh] = f;
@@ -255,12 +276,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
     for (int kk = 0; kk < kTile / 16; ++kk) {
       std::uint32_t a[4];
-      ldmatrix_x4(a, &sm.p[lane % 16][kk * 32 + (lane / 16) * 16]);
-      const std::uint8_t* vrow = kv[kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8];
+      ldmatrix_x4(a, p_at(kv, lane % 16, kk * 32 + (lane / 16) * 16));
+      const int vr = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {  // two n8 tiles per ldmatrix
         std::uint32_t b[4];
-        ldmatrix_x4_trans(b, vrow + (warp * 64 + j * 16 + (lane / 16) * 8) * 2);
+        ldmatrix_x4_trans(b, &kv[vr][swz(vr, warp * 8 + 2 * j + lane / 16)]);
         mma_bf16(o[2 * j], a, b[0], b[1]);
         mma_bf16(o[2 * j + 1], a, b[2], b[3]);
       }
@@ -332,7 +353,7 @@ int decode_ctas_per_sm(KvFormat format) {
   switch (format) {
     case KvFormat::fp8:
     case KvFormat::mxfp4:
-      return decode_wgmma_ctas_per_sm();
+      return decode_wgmma_ctas_per_sm(format);
     case KvFormat::bf16:
       return 1;
   }

@@ -14,12 +14,14 @@
 //                (fp8 wgmma accumulates in ~14-bit precision: too coarse for the logits.)
 //   softmax      per head over the tile: warp butterflies + one shared-memory step for the max;
 //                each thread keeps its partial l. fp8: P·2^8 = P_hi + P_lo, two e4m3 terms;
-//                MXFP4: P·2^(R_w − A) in bf16 (A = max over the warps' R_w).
+//                MXFP4: P·2^(R_w − A) in bf16 (A = the largest R_w so far, never decreasing).
 //   Oᵀ += Vᵀ·Pᵀ  A = Vᵀ in registers from ldmatrix.trans of the same raw tile (4 bytes of one dim
 //                from 4 tokens, or 8 codes of 2 tokens): fp8 by byte permutes, no conversion,
 //                wgmma m64n16k32 e4m3 against P_hi then P_lo; MXFP4 by the same bit placement and
-//                a per-token bf16 factor pair, wgmma m64n16k16 bf16. Each tile's product goes to
-//                fresh accumulators that are added to the fp32 O (× 2^(A − 127) for MXFP4).
+//                a per-token bf16 factor pair, wgmma m64n16k16 bf16. fp8: each tile's product goes
+//                to fresh accumulators that are added to the fp32 O (fp8 wgmma accumulates in ~14
+//                bits); MXFP4 accumulates in O itself, O kept in units of 2^(A − 127) and rescaled
+//                only when a head's max or A moved.
 //
 // K and V are never expanded in shared or global memory; the fp8 tensor scale and 2^-8 of P are
 // folded into the logit scale and the output.
@@ -36,12 +38,12 @@
 #include "kernels/sm90/primitives.h"
 #include "mla/mla.h"
 
+
 namespace mla::sm90 {
 namespace {
 
 constexpr int kThreads = 128;  // one warpgroup
 constexpr int kWarps = kThreads / 32;
-constexpr int kCtasPerSm = 2;
 constexpr int kTile = 64;                // tokens per tile: the wgmma M
 constexpr int kSteps = kHeadDim / 16;    // k16 steps of S (36)
 constexpr int kMTiles = kValueDim / 64;  // m64 tiles of Oᵀ (8)
@@ -53,8 +55,9 @@ struct Wg;
 template <>
 struct Wg<KvFormat::fp8> {
   static constexpr int kRowBytes = kHeadDim;  // e4m3
+  static constexpr int kCtasPerSm = 2;
   static constexpr int kStages = 2;
-  static constexpr int kBatch = 6;       // S k16 steps per register batch (3 ldmatrix of 2 steps)
+  static constexpr int kBatch = 12;      // S k16 steps per register batch (6 ldmatrix of 2 steps)
   static constexpr int kPTerms = 2;      // P·2^8 = P_hi + P_lo
   static constexpr int kPBytes = kTile;  // bytes per P row
   static constexpr int kPvSteps = 2;     // k32 steps of P·V per tile
@@ -63,8 +66,9 @@ struct Wg<KvFormat::fp8> {
 template <>
 struct Wg<KvFormat::mxfp4> {
   static constexpr int kRowBytes = kHeadDim / 2;  // two E2M1 codes per byte
+  static constexpr int kCtasPerSm = 2;
   static constexpr int kStages = 4;
-  static constexpr int kBatch = 4;           // one ldmatrix: two 32-dim blocks = 4 k16 steps
+  static constexpr int kBatch = 12;          // k16 steps per register batch (3 ldmatrix of two blocks = 4 steps)
   static constexpr int kPTerms = 1;          // P in bf16
   static constexpr int kPBytes = 2 * kTile;  // bytes per P row
   static constexpr int kPvSteps = 4;         // k16 steps of P·V per tile
@@ -90,14 +94,19 @@ struct Smem {
   CoreTile<kNumHeads, T::kPBytes> p[T::kPTerms];                                // P, token slots in fragment order
   alignas(16) std::uint8_t sc[kMx ? T::kStages : 1][kMx ? kBlocks : 1][kTile];  // E8M0 [block][token]
   alignas(16) std::uint16_t fac[kMx ? kBlocks : 1][kTile];  // bf16 2^(s − R_w + 126) [block][token]
+  alignas(16) std::uint32_t fac2[kMx ? kBlocks : 1][kTile];  // the same, duplicated into a bf16 pair (K side)
   float red[kWarps][kNumHeads];                             // per-warp tile max (then l) per head
   float logit_scale[kNumHeads];                             // per head (fp8: × 2^-e)
   unsigned amax[kNumHeads];                                 // fp8: |Q| max per head (float bits)
   int rw[kWarps];                                           // MXFP4: R_w of this tile per warp
   static_assert((kPitch / 16) % 2 == 1, "row pitch must rotate the 16-byte bank groups (ldmatrix rows)");
 };
-static_assert(kCtasPerSm * (sizeof(Smem<KvFormat::fp8>) + 1024) <= 228 * 1024, "fp8: two CTAs per SM");
-static_assert(kCtasPerSm * (sizeof(Smem<KvFormat::mxfp4>) + 1024) <= 228 * 1024, "MXFP4: two CTAs per SM");
+static_assert(Wg<KvFormat::fp8>::kCtasPerSm * (sizeof(Smem<KvFormat::fp8>) + 1024) <= 228 * 1024,
+              "fp8: kCtasPerSm CTAs must fit one SM's shared memory");
+static_assert(Wg<KvFormat::mxfp4>::kCtasPerSm * (sizeof(Smem<KvFormat::mxfp4>) + 1024) <= 228 * 1024,
+              "MXFP4: kCtasPerSm CTAs must fit one SM's shared memory");
+static_assert(Wg<KvFormat::fp8>::kCtasPerSm <= kMaxDecodeCtasPerSm && Wg<KvFormat::mxfp4>::kCtasPerSm <= kMaxDecodeCtasPerSm,
+              "the workspace is sized for kMaxDecodeCtasPerSm CTAs per SM");
 
 // ── wgmma ───────────────────────────────────────────────────────────────────────────────────────
 __device__ __forceinline__ std::uint64_t desc(const void* smem, int sbo) {
@@ -296,7 +305,8 @@ __device__ __forceinline__ void store_scales(Smem<KvFormat::mxfp4>& sm, int s, c
 }
 
 // MXFP4, per tile and warp: R_w = the largest E8M0 byte of the warp's 16 tokens (≤ 253), and the
-// bf16 factors 2^(s − R_w + 126) of those tokens in fac[block][token] (exact powers of two: s ≤ R_w).
+// bf16 factors 2^(s − R_w + 126) of those tokens in fac[block][token] (exact powers of two: s ≤ R_w),
+// and as duplicated pairs in fac2 (the K fragments multiply both halves of a pair by one factor).
 __device__ __forceinline__ int tile_factors(Smem<KvFormat::mxfp4>& sm, int stage, int warp, int lane) {
   unsigned m = 0;
   if (lane < kBlocks) {
@@ -314,7 +324,9 @@ __device__ __forceinline__ int tile_factors(Smem<KvFormat::mxfp4>& sm, int stage
     if (pi < kBlocks * 8) {
       const int b = pi / 8, t = 16 * warp + 2 * (pi % 8);
       const std::uint32_t two = *reinterpret_cast<const std::uint16_t*>(&sm.sc[stage][b][t]);
-      *reinterpret_cast<std::uint32_t*>(&sm.fac[b][t]) = (__byte_perm(two, 0, 0x4140) + k) << 7;
+      const std::uint32_t f2 = (__byte_perm(two, 0, 0x4140) + k) << 7;  // tokens t, t + 1
+      *reinterpret_cast<std::uint32_t*>(&sm.fac[b][t]) = f2;
+      *reinterpret_cast<uint2*>(&sm.fac2[b][t]) = make_uint2(__byte_perm(f2, 0, 0x1010), __byte_perm(f2, 0, 0x3232));
     }
   }
   __syncwarp();
@@ -412,24 +424,28 @@ __device__ __forceinline__ void k_fragments(const Smem<F>& sm, int stage, int k0
       e4m3x4_to_f16x2x2(r[3], a[2 * jj + 1][1], a[2 * jj + 1][3]);
     }
   } else {
-    static_assert(Wg<F>::kBatch == 4, "MXFP4: one ldmatrix (two 32-dim blocks) per batch");
-    const int blk = k0 / 2;  // blocks blk, blk + 1 = chunks; r[i] = 8 codes: dims 32·blk' + 8c .. + 7
-    std::uint32_t r[4];
-    ldmatrix_x4(r, row + (blk + lane / 16) * 16);
+    static_assert(Wg<F>::kBatch % 4 == 0, "MXFP4: whole ldmatrix (two 32-dim blocks, 4 k16 steps) per batch");
     const int t = 16 * warp + g;
-    std::uint32_t f[4];  // factor pairs (dup) of (t, blk), (t + 8, blk), (t, blk + 1), (t + 8, blk + 1)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) f[i] = std::uint32_t(sm.fac[blk + i / 2][t + 8 * (i % 2)]) * 0x00010001u;
+    for (int q = 0; q < Wg<F>::kBatch / 4; ++q) {
+      const int blk = k0 / 2 + 2 * q;  // blocks blk, blk + 1 = chunks; r[i] = 8 codes: dims 32·blk' + 8c .. + 7
+      std::uint32_t r[4];
+      ldmatrix_x4(r, row + (blk + lane / 16) * 16);
+      std::uint32_t f[4];  // factor pairs (dup) of (t, blk), (t + 8, blk), (t, blk + 1), (t + 8, blk + 1)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {  // block blk + h: steps 2h (codes 0/4, 1/5) and 2h + 1 (2/6, 3/7)
-      const Pairs4 q0 = e2m1_pairs(r[2 * h]), q1 = e2m1_pairs(r[2 * h + 1]);  // rows g, g + 8
-      const std::uint32_t f0 = f[2 * h], f1 = f[2 * h + 1];
+      for (int i = 0; i < 4; ++i) f[i] = sm.fac2[blk + i / 2][t + 8 * (i % 2)];
 #pragma unroll
-      for (int st = 0; st < 2; ++st) {
-        a[2 * h + st][0] = mul_bf16x2(q0.p[2 * st], f0);
-        a[2 * h + st][1] = mul_bf16x2(q1.p[2 * st], f1);
-        a[2 * h + st][2] = mul_bf16x2(q0.p[2 * st + 1], f0);
-        a[2 * h + st][3] = mul_bf16x2(q1.p[2 * st + 1], f1);
+      for (int h = 0; h < 2; ++h) {  // block blk + h: steps 2h (codes 0/4, 1/5) and 2h + 1 (2/6, 3/7)
+        const Pairs4 q0 = e2m1_pairs(r[2 * h]), q1 = e2m1_pairs(r[2 * h + 1]);  // rows g, g + 8
+        const std::uint32_t f0 = f[2 * h], f1 = f[2 * h + 1];
+#pragma unroll
+        for (int st = 0; st < 2; ++st) {
+          std::uint32_t(&d)[4] = a[4 * q + 2 * h + st];
+          d[0] = mul_bf16x2(q0.p[2 * st], f0);
+          d[1] = mul_bf16x2(q1.p[2 * st], f1);
+          d[2] = mul_bf16x2(q0.p[2 * st + 1], f0);
+          d[3] = mul_bf16x2(q1.p[2 * st + 1], f1);
+        }
       }
     }
   }
@@ -498,7 +514,7 @@ __device__ __forceinline__ void v_fragments(const Smem<F>& sm, int stage, int gr
 
 // ── the kernel ──────────────────────────────────────────────────────────────────────────────────
 template <KvFormat F>
-__global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_wgmma_kernel(const __grid_constant__ DecodeParams p) {
+__global__ void __launch_bounds__(kThreads, Wg<F>::kCtasPerSm) decode_wgmma_kernel(const __grid_constant__ DecodeParams p) {
   using T = Wg<F>;
   constexpr bool kMx = F == KvFormat::mxfp4;
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
@@ -540,6 +556,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_wgmma_kernel(cons
     for (int i = 0; i < 8; ++i) o[mt][i] = 0.f;
   }
   float lscale[4] = {0.f, 0.f, 0.f, 0.f};
+  int a_run = -1;  // MXFP4: the largest R_w so far (−1 before the first tile)
   // Descriptors of the wgmma B operands; a k step advances the start address (bits 0–13, in
   // 16-byte units) by whole chunks without carrying out of the field (shared memory < 256 KB).
   const std::uint64_t desc_q = desc(sm.q.bytes[0][0][0], CoreTile<kNumHeads, 2 * kHeadDim>::sbo());
@@ -555,7 +572,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_wgmma_kernel(cons
     __syncthreads();                  // tile t landed everywhere; iteration t−1 finished everywhere
     if (t == 0) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) lscale[i] = sm.logit_scale[head[i]];
+      for (int i = 0; i < 4; ++i) lscale[i] = kMx ? 0.f : sm.logit_scale[head[i]];
     }
     const int next = t + T::kStages - 1;
     const bool load_next = next < num_tiles;
@@ -611,8 +628,9 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_wgmma_kernel(cons
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int j0 = (i / 2) * 4 + (i % 2);
-      x[i][0] = v0 ? s[j0] * lscale[i] * kscale : -INFINITY;
-      x[i][1] = v1 ? s[j0 + 2] * lscale[i] * kscale : -INFINITY;
+      const float ls = kMx ? p.logit_scale * kscale : lscale[i];  // MXFP4: one logit scale for all heads
+      x[i][0] = v0 ? s[j0] * ls : -INFINITY;
+      x[i][1] = v1 ? s[j0 + 2] * ls : -INFINITY;
       mx[i] = fmaxf(x[i][0], x[i][1]);
 #pragma unroll
       for (int off = 4; off < 32; off <<= 1) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], off));
@@ -623,9 +641,16 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_wgmma_kernel(cons
     }
     if (kMx && lane == 0) sm.rw[warp] = r_w;
     __syncthreads();
-    int r_all = 127;  // MXFP4: A = the largest R_w of the tile
-    if constexpr (kMx) r_all = max(max(sm.rw[0], sm.rw[1]), max(sm.rw[2], sm.rw[3]));
-    const float pscale = kMx ? ldexpf(1.f, r_w - r_all) : 1.f / T::kOutScale;  // fp8: P·2^8
+    // MXFP4: A = the largest R_w seen so far (never decreasing, so O only ever shrinks by 2^(A − A'));
+    // Oᵀ is kept in units of 2^(A − 127).
+    int a_new = 127;
+    float a_shift = 1.f;
+    if constexpr (kMx) {
+      a_new = max(a_run, max(max(sm.rw[0], sm.rw[1]), max(sm.rw[2], sm.rw[3])));
+      a_shift = a_run < 0 ? 1.f : ldexpf(1.f, a_run - a_new);
+      a_run = a_new;
+    }
+    const float pscale = kMx ? ldexpf(1.f, r_w - a_new) : 1.f / T::kOutScale;  // fp8: P·2^8
     float f[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -646,32 +671,49 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_wgmma_kernel(cons
         lo[0] = std::uint8_t(q.lo), lo[2] = std::uint8_t(q.lo >> 8);
       }
     }
+    if constexpr (kMx) {
+      // MXFP4 accumulates P·V straight into Oᵀ (bf16 wgmma, fp32 accumulation), so Oᵀ takes its
+      // rescale first — skipped when no head's max moved and A stayed (every factor exactly 1).
+#pragma unroll
+      for (int i = 0; i < 4; ++i) f[i] *= a_shift;
+      if (f[0] != 1.f || f[1] != 1.f || f[2] != 1.f || f[3] != 1.f) {
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) o[mt][i] *= f[(i / 4) * 2 + (i % 2)];
+        }
+      }
+    }
     fence_proxy_async();
     __syncthreads();  // P complete
 
-    // Oᵀ = f·Oᵀ + Vᵀ·Pᵀ (· 2^(A − 127) for MXFP4), two m-tiles per group, two groups in flight:
-    // a group's Vᵀ fragments come from the raw tile while the group before runs; each group's
-    // product goes to fresh accumulators that are then added to the fp32 O.
-    const float oscale = kMx ? decode_e8m0(std::uint8_t(r_all)) : 1.f;
+    // Oᵀ = f·Oᵀ + Vᵀ·Pᵀ, two m-tiles per group, two groups in flight: a group's Vᵀ fragments come
+    // from the raw tile while the group before runs. fp8 (whose wgmma accumulates in ~14 bits)
+    // sends each group's product to fresh accumulators that are then added to the fp32 O; MXFP4
+    // accumulates in O itself.
     constexpr int kGroupTiles = 2, kGroups = kMTiles / kGroupTiles;  // v_fragments fills two m-tiles
     std::uint32_t va[2][kGroupTiles][T::kPvSteps][4];
-    float acc[2][kGroupTiles][8];
-    auto fold = [&](int grp) {
+    float acc[kMx ? 1 : 2][kGroupTiles][8];
+    auto retire = [&](int grp) {
 #pragma unroll
       for (int m = 0; m < kGroupTiles; ++m) {
-        fence_regs(acc[grp % 2][m]);
-#pragma unroll
-        for (int ks = 0; ks < T::kPvSteps; ++ks) fence_regs(va[grp % 2][m][ks]);
         const int mt = grp * kGroupTiles + m;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) o[mt][i] = o[mt][i] * f[(i / 4) * 2 + (i % 2)] + acc[grp % 2][m][i] * oscale;
+        for (int ks = 0; ks < T::kPvSteps; ++ks) fence_regs(va[grp % 2][m][ks]);
+        if constexpr (kMx) {
+          fence_regs(o[mt]);
+        } else {
+          fence_regs(acc[grp % 2][m]);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) o[mt][i] = o[mt][i] * f[(i / 4) * 2 + (i % 2)] + acc[grp % 2][m][i];
+        }
       }
     };
 #pragma unroll
     for (int grp = 0; grp < kGroups; ++grp) {
       if (grp >= 2) {
         wgmma_wait<1>();  // group grp − 2 retired
-        fold(grp - 2);
+        retire(grp - 2);
       }
       v_fragments(sm, stage, grp, va[grp % 2]);
       wgmma_fence();
@@ -679,15 +721,11 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_wgmma_kernel(cons
       for (int m = 0; m < kGroupTiles; ++m) {
 #pragma unroll
         for (int ks = 0; ks < T::kPvSteps; ++ks) {
-          float(&d)[8] = acc[grp % 2][m];
           const std::uint32_t(&a)[4] = va[grp % 2][m][ks];
           if constexpr (kMx) {
-            if (ks == 0) {
-              wgmma_rs_bf16<false>(d, a, desc_p[0]);  // fresh accumulator
-            } else {
-              wgmma_rs_bf16(d, a, desc_p[0] + 16 * ks);
-            }
+            wgmma_rs_bf16(o[grp * kGroupTiles + m], a, desc_p[0] + 16 * ks);
           } else {
+            float(&d)[8] = acc[grp % 2][m];
             if (ks == 0) {
               wgmma_rs<false>(d, a, desc_p[0]);  // fresh accumulator
             } else {
@@ -700,9 +738,9 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_wgmma_kernel(cons
       wgmma_commit();
     }
     wgmma_wait<1>();
-    fold(kGroups - 2);
+    retire(kGroups - 2);
     wgmma_wait<0>();
-    fold(kGroups - 1);
+    retire(kGroups - 1);
     if constexpr (kMx) {
       if (load_next) store_scales(sm, next % T::kStages, next_scales);
     }
@@ -726,6 +764,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_wgmma_kernel(cons
     const int h = head[i];
     st[i].l = sm.red[0][h] + sm.red[1][h] + sm.red[2][h] + sm.red[3][h];
     inv[i] = st[i].inv_l() * p.value_scale * T::kOutScale;
+    if constexpr (kMx) inv[i] *= a_run < 0 ? 1.f : decode_e8m0(std::uint8_t(a_run));  // Oᵀ's 2^(A − 127)
     if (warp == 0 && g == 0) {
       if (item.partial >= 0) {
         p.partial_lse[std::int64_t(item.partial) * kNumHeads + h] = st[i].lse();
@@ -757,8 +796,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_wgmma_kernel(cons
 
 }  // namespace
 
-int decode_wgmma_ctas_per_sm() {
-  return kCtasPerSm;
+int decode_wgmma_ctas_per_sm(KvFormat format) {
+  return format == KvFormat::mxfp4 ? Wg<KvFormat::mxfp4>::kCtasPerSm : Wg<KvFormat::fp8>::kCtasPerSm;
 }
 int decode_wgmma_tile_tokens() {
   return kTile;

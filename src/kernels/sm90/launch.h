@@ -16,7 +16,7 @@ cudaError_t prepare_decode(KvFormat format);
 cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream);
 // decode_wgmma.cu: the fp8 and MXFP4 kernel (wgmma, tokens in M); bf16 is decode.cu's.
 int decode_wgmma_tile_tokens();
-int decode_wgmma_ctas_per_sm();
+int decode_wgmma_ctas_per_sm(KvFormat format);
 cudaError_t prepare_decode_wgmma(KvFormat format);
 cudaError_t launch_decode_wgmma(KvFormat format, const DecodeParams& p, cudaStream_t stream);
 // `max_partials`: most partials of one row (sizes the CTA: more partial groups for long splits).
