@@ -7,6 +7,7 @@
 //   global ──cp.async 16 B──▶ bf16 stage (3 stages deep; rows of 1152 B, 16-byte chunks XOR-swizzled
 //                             by row % 8 so that ldmatrix rows hit distinct banks; Q rides in stage 2
 //                             until its fragments are in registers)
+//               the copies of tile t + 2 are issued in three parts among tile t's S steps
 //   S  = Q·Kᵀ   mma.sync m16n8k16, M = the 16 heads exactly; warp (tg, kh) = (w % 4, w / 4)
 //               owns tokens [16tg, 16tg+16) × dims [288kh, 288kh+288), its Q fragments held
 //               in registers for the whole item; the two dim halves meet in shared memory
@@ -118,22 +119,42 @@ struct Decoder {
   const DecodeParams& p;
   KvRowMap physical_row;
 
-  // Issues the async copy of tokens [t0, t0 + kTile) ∩ [.., end) into stage `s`; rows past `end`
-  // are zero-filled. Warp w copies rows w, w+8, …; lanes stride over the row's 16-byte chunks.
-  __device__ void load_tile(Smem<F>& sm, int s, int t0, int end) const {
+  // The async copy of tokens [t0, t0 + kTile) ∩ [.., end) into stage `s`, rows past `end` zero-filled
+  // (they point at token t0, which exists, and copy 0 bytes). Warp w copies rows w, w+8, …; lanes
+  // stride over the row's 16-byte chunks. sources() resolves the rows (paged: the page-table loads
+  // go out here, long before the copies need them); copy_rows<i0, i1>() issues rows [i0, i1), each
+  // copy its row's base plus a constant.
+  struct Sources {
+    const std::uint8_t* src[Sh::kRowsPerWarp];  // this lane's first byte of each row
+    unsigned valid;                             // bit i: row i holds a token (< end)
+  };
+  __device__ Sources sources(int t0, int end) const {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    Sources ts;
+    ts.valid = 0;
+#pragma unroll
+    for (int i = 0; i < Sh::kRowsPerWarp; ++i) {
+      const int n = t0 + warp + i * kWarps;
+      ts.valid |= (n < end ? 1u : 0u) << i;
+      ts.src[i] = p.kv + physical_row(n < end ? n : t0) * p.kv_row_stride + lane * 16;
+    }
+    return ts;
+  }
+  template <int kRow0 = 0, int kRow1 = Sh::kRowsPerWarp>
+  __device__ void copy_rows(Smem<F>& sm, int s, const Sources& ts) const {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     constexpr int kChunks = T::kRowBytes / 16;
 #pragma unroll
-    for (int i = 0; i < Sh::kRowsPerWarp; ++i) {
+    for (int i = kRow0; i < kRow1; ++i) {
       const int r = warp + i * kWarps;
-      const int n = t0 + r;
-      const bool valid = n < end;
-      const std::int64_t row = valid ? physical_row(n) : 0;
-      const std::uint8_t* src = p.kv + row * p.kv_row_stride;
+      const int bytes = (ts.valid >> i) & 1u ? 16 : 0;
 #pragma unroll
-      for (int c = lane; c < kChunks; c += 32) cp_async16(&sm.raw[s][r][swz(r, c)], src + c * 16, valid ? 16 : 0);
+      for (int q = 0; q < (kChunks + 31) / 32; ++q) {
+        if (lane + 32 * q < kChunks) cp_async16(&sm.raw[s][r][swz(r, lane + 32 * q)], ts.src[i] + 512 * q, bytes);
+      }
     }
   }
+  __device__ void load_tile(Smem<F>& sm, int s, int t0, int end) const { copy_rows(sm, s, sources(t0, end)); }
 };
 
 template <KvFormat F>
@@ -193,8 +214,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 
     const int next = t + T::kStages - 1;
     const bool load_next = next < num_tiles;
-    if (load_next) dec.load_tile(sm, next % T::kStages, item.kv_begin + next * kTile, item.kv_end);
-    cp_async_commit();
+    typename Decoder<F>::Sources next_src{};
+    if (load_next) next_src = dec.sources(item.kv_begin + next * kTile, item.kv_end);
     std::uint8_t(*kv)[kPitch] = sm.raw[stage];  // the bf16 tile (its rope chunks then hold P)
 
     // S partial over this warp's dims for tokens [16tg, 16tg+16): four independent chains.
@@ -211,6 +232,13 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
           mma_bf16(acc[k % kChains][2 * np], qa[k], b[0], b[1]);
           mma_bf16(acc[k % kChains][2 * np + 1], qa[k], b[2], b[3]);
         }
+        // Tile t + 2's copies go out in three parts among the S steps (behind their ldmatrix).
+        static_assert(kKSteps > 12 && Sh::kRowsPerWarp == 8, "the copy split: rows 0-2, 3-5, 6-7 at k = 0, 6, 12");
+        if (load_next) {
+          if (k == 0) dec.template copy_rows<0, 3>(sm, next % T::kStages, next_src);
+          if (k == 6) dec.template copy_rows<3, 6>(sm, next % T::kStages, next_src);
+          if (k == 12) dec.template copy_rows<6, 8>(sm, next % T::kStages, next_src);
+        }
       }
 #pragma unroll
       for (int j = 0; j < Sh::kNTiles; ++j) {
@@ -225,6 +253,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
         *reinterpret_cast<float2*>(&sm.s_part[kh][g + 8][col]) = make_float2(v[2], v[3]);
       }
     }
+    cp_async_commit();  // tile t + 2's copies: one group per iteration
     __syncthreads();
 
     // Online softmax: half-warp (warp, lane/16) owns head sh; each lane kTokensLane tokens.

@@ -2,7 +2,8 @@
 //
 // Grid: one CTA per work item (q row v = b·s_q + i, KV range [kv_begin, kv_end)); one warpgroup
 // (128 threads), two CTAs per SM. Tiles of 64 tokens copied as stored with cp.async into rows
-// padded by 16 bytes (conflict-free ldmatrix); 2 stages (fp8) or 4 (MXFP4, with its E8M0 rows).
+// padded by 16 bytes (conflict-free ldmatrix); 2 stages (fp8) or 4 (MXFP4, with its E8M0 rows); the
+// copies of the next tile go out in parts between the S register batches.
 // Warp w copies and owns tokens 16w..16w+15 of a tile (its 16 rows of every wgmma M = 64).
 //
 //   Sᵀ = K·Qᵀ    wgmma m64n16k16, fp32 accumulation, A = K in registers from an ldmatrix of the raw
@@ -251,55 +252,79 @@ __device__ __forceinline__ int p_slot(int u) {
 // ── copies ──────────────────────────────────────────────────────────────────────────────────────
 // Tokens [t0, t0 + 64) ∩ [.., end) into stage `s`, rows past `end` zero-filled. Warp w copies rows
 // 16w..16w+15, four at a time: lanes 8i..8i+7 take 128 contiguous bytes of one row per request
-// (whole lines from global memory, one bank sweep per quarter-warp in shared memory); each thread
-// maps 4 rows, its chunks are constant offsets from them.
+// (whole lines from global memory, one bank sweep per quarter-warp in shared memory). Two steps:
+// tile_sources resolves the thread's four rows (paged: its page-table loads go out here, well
+// before the copies need them; rows past `end` point at token t0, which exists, and copy 0 bytes),
+// copy_rows<i0, i1> issues rows [i0, i1) — each copy its row's base plus a constant, no branch.
+struct TileSources {
+  const std::uint8_t* src[4];  // this lane's first byte of each of its rows
+  unsigned valid;              // bit i: row i holds a token (< end)
+};
 template <KvFormat F>
-__device__ __forceinline__ void load_tile(Smem<F>& sm, int s, const DecodeParams& p, const KvRowMap& rows, int t0,
-                                          int end) {
+__device__ __forceinline__ TileSources tile_sources(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  TileSources ts;
+  ts.valid = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int n = t0 + 16 * warp + 4 * i + lane / 8;
+    ts.valid |= (n < end ? 1u : 0u) << i;
+    ts.src[i] = p.kv + rows(n < end ? n : t0) * p.kv_row_stride + (lane % 8) * 16;
+  }
+  return ts;
+}
+template <KvFormat F, int kRow0 = 0, int kRow1 = 4>
+__device__ __forceinline__ void copy_rows(Smem<F>& sm, int s, const TileSources& ts) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   constexpr int kChunks = Wg<F>::kRowBytes / 16;
   constexpr int kSweeps = (kChunks + 7) / 8;
+  std::uint8_t* dst = &sm.kv[s][16 * warp + lane / 8][(lane % 8) * 16];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int r = 16 * warp + 4 * i + lane / 8;
-    const int n = t0 + r;
-    const bool valid = n < end;
-    const std::uint8_t* src = p.kv + (valid ? rows(n) : 0) * p.kv_row_stride;
+  for (int i = kRow0; i < kRow1; ++i) {
+    const int bytes = (ts.valid >> i) & 1u ? 16 : 0;
 #pragma unroll
     for (int q = 0; q < kSweeps; ++q) {
-      const int ch = lane % 8 + 8 * q;
-      if (ch < kChunks) cp_async16(&sm.kv[s][r][ch * 16], src + ch * 16, valid ? 16 : 0);
+      if (lane % 8 + 8 * q < kChunks) cp_async16(dst + 4 * i * Smem<F>::kPitch + 128 * q, ts.src[i] + 128 * q, bytes);
     }
   }
+}
+template <KvFormat F>
+__device__ __forceinline__ void load_tile(Smem<F>& sm, int s, const DecodeParams& p, const KvRowMap& rows, int t0,
+                                          int end) {
+  copy_rows<F>(sm, s, tile_sources<F>(p, rows, t0, end));
 }
 
 // MXFP4 E8M0 rows (18 bytes, 2-byte aligned) of the same tokens: thread → token tid/2, five or
-// four of its nine byte pairs, loaded into registers now and stored (transposed) by store_scales
-// at the end of the iteration, so that no thread waits on them. Rows past `end` read as 0.
+// four of its nine byte pairs, loaded into registers now (each pair zero-extended into its own
+// register: nothing touches them until the store) and stored, transposed, by store_scales at the end
+// of the iteration, so that no thread waits on them. Rows past `end` load token t0's row and
+// store zeros.
 struct ScaleRegs {
-  std::uint16_t v[5];
+  std::uint32_t v[5];
 };
-__device__ __forceinline__ ScaleRegs load_scales(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
+__device__ __forceinline__ const unsigned short* scale_source(const DecodeParams& p, const KvRowMap& rows, int t0,
+                                                             int end) {
   const int r = threadIdx.x / 2, half = threadIdx.x % 2;
   const int n = t0 + r;
-  ScaleRegs sr{};
-  if (n < end) {
-    const auto* src = reinterpret_cast<const unsigned short*>(p.kv_scales + rows(n) * p.scale_stride);
+  return reinterpret_cast<const unsigned short*>(p.kv_scales + rows(n < end ? n : t0) * p.scale_stride) + 5 * half;
+}
+__device__ __forceinline__ ScaleRegs load_scales(const unsigned short* src) {
+  const int half = threadIdx.x % 2;
+  ScaleRegs sr;
 #pragma unroll
-    for (int i = 0; i < 5; ++i) {
-      if (half == 0 || i < 4) sr.v[i] = __ldg(src + 5 * half + i);
-    }
-  }
+  for (int i = 0; i < 5; ++i) sr.v[i] = (half == 0 || i < 4) ? __ldg(src + i) : 0u;
   return sr;
 }
-__device__ __forceinline__ void store_scales(Smem<KvFormat::mxfp4>& sm, int s, const ScaleRegs& sr) {
+__device__ __forceinline__ void store_scales(Smem<KvFormat::mxfp4>& sm, int s, const ScaleRegs& sr, int t0, int end) {
   const int r = threadIdx.x / 2, half = threadIdx.x % 2;
+  const std::uint32_t keep = t0 + r < end ? 0xFFFFu : 0u;
 #pragma unroll
   for (int i = 0; i < 5; ++i) {
     if (half == 0 || i < 4) {
       const int b = 2 * (5 * half + i);
-      sm.sc[s][b][r] = std::uint8_t(sr.v[i]);
-      sm.sc[s][b + 1][r] = std::uint8_t(sr.v[i] >> 8);
+      const std::uint32_t v = sr.v[i] & keep;
+      sm.sc[s][b][r] = std::uint8_t(v);
+      sm.sc[s][b + 1][r] = std::uint8_t(v >> 8);
     }
   }
 }
@@ -307,24 +332,37 @@ __device__ __forceinline__ void store_scales(Smem<KvFormat::mxfp4>& sm, int s, c
 // MXFP4, per tile and warp: R_w = the largest E8M0 byte of the warp's 16 tokens (≤ 253), and the
 // bf16 factors 2^(s − R_w + 126) of those tokens in fac[block][token] (exact powers of two: s ≤ R_w),
 // and as duplicated pairs in fac2 (the K fragments multiply both halves of a pair by one factor).
-__device__ __forceinline__ int tile_factors(Smem<KvFormat::mxfp4>& sm, int stage, int warp, int lane) {
-  unsigned m = 0;
-  if (lane < kBlocks) {
-    const uint4 x = *reinterpret_cast<const uint4*>(&sm.sc[stage][lane][16 * warp]);
-    m = __vmaxu4(__vmaxu4(x.x, x.y), __vmaxu4(x.z, x.w));
-    m = max(max(m & 0xFF, (m >> 8) & 0xFF), max((m >> 16) & 0xFF, m >> 24));
+// Two steps, so that the shared-memory loads (fetch) go out before the tile copies are issued and
+// the arithmetic (tile_factors) finds them landed.
+constexpr int kFactorPairs = (kBlocks * 8 + 31) / 32;  // per lane: 144 token pairs of the warp by 32 lanes
+struct ScaleTile {
+  uint4 row;                         // lane < 18: E8M0 bytes of block `lane`, the warp's 16 tokens
+  std::uint32_t two[kFactorPairs];   // E8M0 bytes of the lane's token pairs
+};
+__device__ __forceinline__ ScaleTile fetch_scales(const Smem<KvFormat::mxfp4>& sm, int stage, int warp, int lane) {
+  ScaleTile x;
+  x.row = lane < kBlocks ? *reinterpret_cast<const uint4*>(&sm.sc[stage][lane][16 * warp]) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int i = 0; i < kFactorPairs; ++i) {
+    const int pi = lane + 32 * i;
+    const int b = pi / 8, t = 16 * warp + 2 * (pi % 8);
+    x.two[i] = pi < kBlocks * 8 ? *reinterpret_cast<const std::uint16_t*>(&sm.sc[stage][b][t]) : 0u;
   }
+  return x;
+}
+__device__ __forceinline__ int tile_factors(Smem<KvFormat::mxfp4>& sm, const ScaleTile& x, int warp, int lane) {
+  unsigned m = __vmaxu4(__vmaxu4(x.row.x, x.row.y), __vmaxu4(x.row.z, x.row.w));
+  m = max(max(m & 0xFF, (m >> 8) & 0xFF), max((m >> 16) & 0xFF, m >> 24));
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
   const int r = min(int(m), 253);
   const std::uint32_t k = std::uint32_t(253 - r) * 0x00010001u;
 #pragma unroll
-  for (int i = 0; i < (kBlocks * 8 + 31) / 32; ++i) {  // 144 token pairs of the warp, by 32 lanes
+  for (int i = 0; i < kFactorPairs; ++i) {
     const int pi = lane + 32 * i;
     if (pi < kBlocks * 8) {
       const int b = pi / 8, t = 16 * warp + 2 * (pi % 8);
-      const std::uint32_t two = *reinterpret_cast<const std::uint16_t*>(&sm.sc[stage][b][t]);
-      const std::uint32_t f2 = (__byte_perm(two, 0, 0x4140) + k) << 7;  // tokens t, t + 1
+      const std::uint32_t f2 = (__byte_perm(x.two[i], 0, 0x4140) + k) << 7;  // tokens t, t + 1
       *reinterpret_cast<std::uint32_t*>(&sm.fac[b][t]) = f2;
       *reinterpret_cast<uint2*>(&sm.fac2[b][t]) = make_uint2(__byte_perm(f2, 0, 0x1010), __byte_perm(f2, 0, 0x3232));
     }
@@ -341,15 +379,25 @@ __device__ __forceinline__ int tile_factors(Smem<KvFormat::mxfp4>& sm, int stage
 //       or 8 + 2c + r − 2.
 //  MXFP4: bf16 as given; within each 32-dim block (k16 steps 2j, 2j + 1), dim 8c + 4i + r sits in
 //       step 2j + r / 2, slot 2c + i (r even) or 8 + 2c + i (r odd).
-template <KvFormat F>
-__device__ __forceinline__ void load_q(Smem<F>& sm, const DecodeParams& p, int v) {
-  constexpr int kPieces = kNumHeads * kHeadDim / 8;  // 8 bf16 each
-  constexpr int kPerThread = kPieces / kThreads;
-  static_assert(kPieces % kThreads == 0, "whole Q pieces per thread");
+// fetch_q issues the loads (first thing in the kernel: they need only the work item), store_q
+// converts and stores once the first tiles' copies are out.
+constexpr int kQPieces = kNumHeads * kHeadDim / 8;  // 8 bf16 each
+constexpr int kQPerThread = kQPieces / kThreads;
+static_assert(kQPieces % kThreads == 0, "whole Q pieces per thread");
+struct QRegs {
+  uint4 x[kQPerThread];
+};
+__device__ __forceinline__ QRegs fetch_q(const DecodeParams& p, int v) {
   const uint4* src = reinterpret_cast<const uint4*>(p.q + std::int64_t(v) * kNumHeads * kHeadDim);
-  uint4 x[kPerThread];
+  QRegs q;
 #pragma unroll
-  for (int j = 0; j < kPerThread; ++j) x[j] = __ldg(src + threadIdx.x + j * kThreads);
+  for (int j = 0; j < kQPerThread; ++j) q.x[j] = __ldg(src + threadIdx.x + j * kThreads);
+  return q;
+}
+template <KvFormat F>
+__device__ __forceinline__ void store_q(Smem<F>& sm, const DecodeParams& p, const QRegs& q) {
+  constexpr int kPerThread = kQPerThread;
+  const uint4(&x)[kPerThread] = q.x;
   if constexpr (F == KvFormat::mxfp4) {
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
@@ -524,6 +572,7 @@ __global__ void __launch_bounds__(kThreads, Wg<F>::kCtasPerSm) decode_wgmma_kern
   const WorkItem item = p.items[blockIdx.x];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, c = lane % 4;  // accumulator row group / column pair
+  const QRegs q_regs = fetch_q(p, item.request);  // before the row map's kv_indptr load: both in flight
   const KvRowMap rows(p, item.request / p.s_q);
   const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
 
@@ -532,15 +581,15 @@ __global__ void __launch_bounds__(kThreads, Wg<F>::kCtasPerSm) decode_wgmma_kern
   for (int s = 0; s < T::kStages - 1; ++s) {
     if (s < num_tiles) {
       load_tile(sm, s, p, rows, item.kv_begin + s * kTile, item.kv_end);
-      if constexpr (kMx) first_scales[s] = load_scales(p, rows, item.kv_begin + s * kTile, item.kv_end);
+      if constexpr (kMx) first_scales[s] = load_scales(scale_source(p, rows, item.kv_begin + s * kTile, item.kv_end));
     }
     cp_async_commit();
   }
-  load_q(sm, p, item.request);  // overlaps the first tiles' flight
+  store_q(sm, p, q_regs);  // Q's loads have been in flight since the start
   if constexpr (kMx) {
 #pragma unroll
     for (int s = 0; s < T::kStages - 1; ++s) {
-      if (s < num_tiles) store_scales(sm, s, first_scales[s]);
+      if (s < num_tiles) store_scales(sm, s, first_scales[s], item.kv_begin + s * kTile, item.kv_end);
     }
   }
 
@@ -574,23 +623,26 @@ __global__ void __launch_bounds__(kThreads, Wg<F>::kCtasPerSm) decode_wgmma_kern
 #pragma unroll
       for (int i = 0; i < 4; ++i) lscale[i] = kMx ? 0.f : sm.logit_scale[head[i]];
     }
+    ScaleTile scale_tile{};  // MXFP4: this tile's E8M0 bytes, fetched before the copies go out
+    if constexpr (kMx) scale_tile = fetch_scales(sm, stage, warp, lane);
     const int next = t + T::kStages - 1;
     const bool load_next = next < num_tiles;
-    if (load_next) load_tile(sm, next % T::kStages, p, rows, item.kv_begin + next * kTile, item.kv_end);
-    cp_async_commit();
+    TileSources next_src{};  // resolved now, copied after the S batches below
+    const unsigned short* next_scale_src = nullptr;
+    if (load_next) {
+      next_src = tile_sources<F>(p, rows, item.kv_begin + next * kTile, item.kv_end);
+      if constexpr (kMx) next_scale_src = scale_source(p, rows, item.kv_begin + next * kTile, item.kv_end);
+    }
     ScaleRegs next_scales{};
     int r_w = 127;  // MXFP4: this warp's reference E8M0 exponent for the tile
-    if constexpr (kMx) {
-      if (load_next) next_scales = load_scales(p, rows, item.kv_begin + next * kTile, item.kv_end);
-      r_w = tile_factors(sm, stage, warp, lane);
-    }
+    if constexpr (kMx) r_w = tile_factors(sm, scale_tile, warp, lane);
 
     // Sᵀ (tokens × heads) = K · Qᵀ: K in registers, batches of kBatch k16 steps, two batches in
     // flight (a batch's registers are reused once the batch before it retired).
     float sacc[2][8];  // even and odd batches: two independent chains, each started fresh
     std::uint32_t ka[2][T::kBatch][4];
     constexpr int kBatches = kSteps / T::kBatch;
-    static_assert(kSteps % T::kBatch == 0 && kBatches >= 2, "whole register batches, at least two");
+    static_assert(kSteps % T::kBatch == 0 && kBatches == 3, "whole register batches; three carry the next tile's copies");
 #pragma unroll
     for (int bt = 0; bt < kBatches; ++bt) {
       if (bt >= 2) wgmma_wait<1>();  // batch bt − 2 retired: its registers are free
@@ -607,7 +659,19 @@ __global__ void __launch_bounds__(kThreads, Wg<F>::kCtasPerSm) decode_wgmma_kern
         }
       }
       wgmma_commit();
+      // Tile t + stages − 1's copies go out a quarter, a quarter, then half after each batch of
+      // S wgmmas, behind the batch's ldmatrix rather than ahead of it (one burst at the top of the
+      // iteration measured 7 % slower at 256×8192: the S ldmatrix queued behind the copies).
+      if (load_next) {
+        if constexpr (kMx) {
+          if (bt == 0) next_scales = load_scales(next_scale_src);
+        }
+        if (bt == 0) copy_rows<F, 0, 1>(sm, next % T::kStages, next_src);
+        if (bt == 1) copy_rows<F, 1, 2>(sm, next % T::kStages, next_src);
+        if (bt == 2) copy_rows<F, 2, 4>(sm, next % T::kStages, next_src);
+      }
     }
+    cp_async_commit();  // one copy group per iteration
     wgmma_wait<0>();
     fence_regs(sacc[0]);
     fence_regs(sacc[1]);
@@ -742,7 +806,7 @@ __global__ void __launch_bounds__(kThreads, Wg<F>::kCtasPerSm) decode_wgmma_kern
     wgmma_wait<0>();
     retire(kGroups - 1);
     if constexpr (kMx) {
-      if (load_next) store_scales(sm, next % T::kStages, next_scales);
+      if (load_next) store_scales(sm, next % T::kStages, next_scales, item.kv_begin + next * kTile, item.kv_end);
     }
   }
   cp_async_wait<0>();
