@@ -683,6 +683,15 @@ __global__ void __launch_bounds__(kThreads, Wg<F>::kCtasPerSm) decode_wgmma_kern
 #pragma unroll
       for (int i = 0; i < T::kBatch; ++i) fence_regs(ka[b2][i]);
     }
+    // The Vᵀ fragments of the first two P·V groups need only the tile (and, MXFP4, every warp's
+    // factors: after the softmax's first barrier): their loads and byte work go out under the
+    // softmax's shuffle and barrier latency, while the K registers are free.
+    constexpr int kGroupTiles = 2, kGroups = kMTiles / kGroupTiles;  // v_fragments fills two m-tiles
+    std::uint32_t va[2][kGroupTiles][T::kPvSteps][4];
+    if constexpr (!kMx) {
+      v_fragments(sm, stage, 0, va[0]);
+      v_fragments(sm, stage, 1, va[1]);
+    }
 
     // Online softmax. s[j0] / s[j0 + 2]: tokens g / g+8 of the warp, head column i (see head[]).
     const int u0 = 16 * warp + g;  // tile tokens u0 and u0 + 8
@@ -704,7 +713,11 @@ __global__ void __launch_bounds__(kThreads, Wg<F>::kCtasPerSm) decode_wgmma_kern
       for (int i = 0; i < 4; ++i) sm.red[warp][head[i]] = mx[i];
     }
     if (kMx && lane == 0) sm.rw[warp] = r_w;
-    __syncthreads();
+    __syncthreads();  // red, rw — and MXFP4's fac of all four warps (tile_factors) — complete
+    if constexpr (kMx) {
+      v_fragments(sm, stage, 0, va[0]);
+      v_fragments(sm, stage, 1, va[1]);
+    }
     // MXFP4: A = the largest R_w seen so far (never decreasing, so O only ever shrinks by 2^(A − A'));
     // Oᵀ is kept in units of 2^(A − 127).
     int a_new = 127;
@@ -755,8 +768,6 @@ __global__ void __launch_bounds__(kThreads, Wg<F>::kCtasPerSm) decode_wgmma_kern
     // from the raw tile while the group before runs. fp8 (whose wgmma accumulates in ~14 bits)
     // sends each group's product to fresh accumulators that are then added to the fp32 O; MXFP4
     // accumulates in O itself.
-    constexpr int kGroupTiles = 2, kGroups = kMTiles / kGroupTiles;  // v_fragments fills two m-tiles
-    std::uint32_t va[2][kGroupTiles][T::kPvSteps][4];
     float acc[kMx ? 1 : 2][kGroupTiles][8];
     auto retire = [&](int grp) {
 #pragma unroll
@@ -779,7 +790,7 @@ __global__ void __launch_bounds__(kThreads, Wg<F>::kCtasPerSm) decode_wgmma_kern
         wgmma_wait<1>();  // group grp − 2 retired
         retire(grp - 2);
       }
-      v_fragments(sm, stage, grp, va[grp % 2]);
+      if (grp >= 2) v_fragments(sm, stage, grp, va[grp % 2]);  // groups 0, 1: during the softmax
       wgmma_fence();
 #pragma unroll
       for (int m = 0; m < kGroupTiles; ++m) {
