@@ -77,8 +77,8 @@ struct alignas(128) Smem {
   static constexpr int kTile = T::kTile;
   alignas(128) std::uint8_t raw[T::kStages][kTile][T::kRawPitch];  // KV as stored (stage 2 first holds Q)
   alignas(16) float s_part[2][kNumHeads][Sh::kSPitch];             // S partials of the two dim halves
-  float factor[kNumHeads];                                        // this tile's rescale of O per head
-  float inv_l[kNumHeads];                                         // final 1/l (× value scale) per head
+  float factor[kNumHeads];                                         // this tile's rescale of O per head
+  float inv_l[kNumHeads];                                          // final 1/l (× value scale) per head
 };
 static_assert(sizeof(Smem<KvFormat::bf16>) <= 227 * 1024, "bf16 shared memory over the 227 KB limit");
 static_assert(Traits<KvFormat::bf16>::kStages >= 3 && kNumHeads <= Traits<KvFormat::bf16>::kTile,
@@ -154,7 +154,9 @@ struct Decoder {
       }
     }
   }
-  __device__ void load_tile(Smem<F>& sm, int s, int t0, int end) const { copy_rows(sm, s, sources(t0, end)); }
+  __device__ void load_tile(Smem<F>& sm, int s, int t0, int end) const {
+    copy_rows(sm, s, sources(t0, end));
+  }
 };
 
 template <KvFormat F>

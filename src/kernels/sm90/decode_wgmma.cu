@@ -39,7 +39,6 @@
 #include "kernels/sm90/primitives.h"
 #include "mla/mla.h"
 
-
 namespace mla::sm90 {
 namespace {
 
@@ -94,19 +93,20 @@ struct Smem {
   CoreTile<kNumHeads, 2 * kHeadDim> q;                                          // Q, 16-bit, dims permuted
   CoreTile<kNumHeads, T::kPBytes> p[T::kPTerms];                                // P, token slots in fragment order
   alignas(16) std::uint8_t sc[kMx ? T::kStages : 1][kMx ? kBlocks : 1][kTile];  // E8M0 [block][token]
-  alignas(16) std::uint16_t fac[kMx ? kBlocks : 1][kTile];  // bf16 2^(s − R_w + 126) [block][token]
+  alignas(16) std::uint16_t fac[kMx ? kBlocks : 1][kTile];   // bf16 2^(s − R_w + 126) [block][token]
   alignas(16) std::uint32_t fac2[kMx ? kBlocks : 1][kTile];  // the same, duplicated into a bf16 pair (K side)
-  float red[kWarps][kNumHeads];                             // per-warp tile max (then l) per head
-  float logit_scale[kNumHeads];                             // per head (fp8: × 2^-e)
-  unsigned amax[kNumHeads];                                 // fp8: |Q| max per head (float bits)
-  int rw[kWarps];                                           // MXFP4: R_w of this tile per warp
+  float red[kWarps][kNumHeads];                              // per-warp tile max (then l) per head
+  float logit_scale[kNumHeads];                              // per head (fp8: × 2^-e)
+  unsigned amax[kNumHeads];                                  // fp8: |Q| max per head (float bits)
+  int rw[kWarps];                                            // MXFP4: R_w of this tile per warp
   static_assert((kPitch / 16) % 2 == 1, "row pitch must rotate the 16-byte bank groups (ldmatrix rows)");
 };
 static_assert(Wg<KvFormat::fp8>::kCtasPerSm * (sizeof(Smem<KvFormat::fp8>) + 1024) <= 228 * 1024,
               "fp8: kCtasPerSm CTAs must fit one SM's shared memory");
 static_assert(Wg<KvFormat::mxfp4>::kCtasPerSm * (sizeof(Smem<KvFormat::mxfp4>) + 1024) <= 228 * 1024,
               "MXFP4: kCtasPerSm CTAs must fit one SM's shared memory");
-static_assert(Wg<KvFormat::fp8>::kCtasPerSm <= kMaxDecodeCtasPerSm && Wg<KvFormat::mxfp4>::kCtasPerSm <= kMaxDecodeCtasPerSm,
+static_assert(Wg<KvFormat::fp8>::kCtasPerSm <= kMaxDecodeCtasPerSm &&
+                  Wg<KvFormat::mxfp4>::kCtasPerSm <= kMaxDecodeCtasPerSm,
               "the workspace is sized for kMaxDecodeCtasPerSm CTAs per SM");
 
 // ── wgmma ───────────────────────────────────────────────────────────────────────────────────────
@@ -303,7 +303,7 @@ struct ScaleRegs {
   std::uint32_t v[5];
 };
 __device__ __forceinline__ const unsigned short* scale_source(const DecodeParams& p, const KvRowMap& rows, int t0,
-                                                             int end) {
+                                                              int end) {
   const int r = threadIdx.x / 2, half = threadIdx.x % 2;
   const int n = t0 + r;
   return reinterpret_cast<const unsigned short*>(p.kv_scales + rows(n < end ? n : t0) * p.scale_stride) + 5 * half;
@@ -336,8 +336,8 @@ __device__ __forceinline__ void store_scales(Smem<KvFormat::mxfp4>& sm, int s, c
 // the arithmetic (tile_factors) finds them landed.
 constexpr int kFactorPairs = (kBlocks * 8 + 31) / 32;  // per lane: 144 token pairs of the warp by 32 lanes
 struct ScaleTile {
-  uint4 row;                         // lane < 18: E8M0 bytes of block `lane`, the warp's 16 tokens
-  std::uint32_t two[kFactorPairs];   // E8M0 bytes of the lane's token pairs
+  uint4 row;                        // lane < 18: E8M0 bytes of block `lane`, the warp's 16 tokens
+  std::uint32_t two[kFactorPairs];  // E8M0 bytes of the lane's token pairs
 };
 __device__ __forceinline__ ScaleTile fetch_scales(const Smem<KvFormat::mxfp4>& sm, int stage, int warp, int lane) {
   ScaleTile x;
@@ -562,7 +562,8 @@ __device__ __forceinline__ void v_fragments(const Smem<F>& sm, int stage, int gr
 
 // ── the kernel ──────────────────────────────────────────────────────────────────────────────────
 template <KvFormat F>
-__global__ void __launch_bounds__(kThreads, Wg<F>::kCtasPerSm) decode_wgmma_kernel(const __grid_constant__ DecodeParams p) {
+__global__ void __launch_bounds__(kThreads, Wg<F>::kCtasPerSm)
+    decode_wgmma_kernel(const __grid_constant__ DecodeParams p) {
   using T = Wg<F>;
   constexpr bool kMx = F == KvFormat::mxfp4;
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
@@ -571,7 +572,7 @@ __global__ void __launch_bounds__(kThreads, Wg<F>::kCtasPerSm) decode_wgmma_kern
 
   const WorkItem item = p.items[blockIdx.x];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, c = lane % 4;  // accumulator row group / column pair
+  const int g = lane / 4, c = lane % 4;           // accumulator row group / column pair
   const QRegs q_regs = fetch_q(p, item.request);  // before the row map's kv_indptr load: both in flight
   const KvRowMap rows(p, item.request / p.s_q);
   const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
@@ -642,7 +643,8 @@ __global__ void __launch_bounds__(kThreads, Wg<F>::kCtasPerSm) decode_wgmma_kern
     float sacc[2][8];  // even and odd batches: two independent chains, each started fresh
     std::uint32_t ka[2][T::kBatch][4];
     constexpr int kBatches = kSteps / T::kBatch;
-    static_assert(kSteps % T::kBatch == 0 && kBatches == 3, "whole register batches; three carry the next tile's copies");
+    static_assert(kSteps % T::kBatch == 0 && kBatches == 3,
+                  "whole register batches; three carry the next tile's copies");
 #pragma unroll
     for (int bt = 0; bt < kBatches; ++bt) {
       if (bt >= 2) wgmma_wait<1>();  // batch bt − 2 retired: its registers are free
