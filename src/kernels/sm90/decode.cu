@@ -136,7 +136,7 @@ struct Decoder {
     for (int i = 0; i < Sh::kRowsPerWarp; ++i) {
       const int n = t0 + warp + i * kWarps;
       ts.valid |= (n < end ? 1u : 0u) << i;
-      ts.src[i] = p.kv + physical_row(n < end ? n : t0) * p.kv_row_stride + lane * 16;
+      ts.src[i] = p.kv + physical_row.row_or_first(n, t0, end) * p.kv_row_stride + lane * 16;
     }
     return ts;
   }

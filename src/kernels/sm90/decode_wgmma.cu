@@ -96,7 +96,7 @@ struct Smem {
   alignas(16) std::uint16_t fac[kMx ? kBlocks : 1][kTile];   // bf16 2^(s − R_w + 126) [block][token]
   alignas(16) std::uint32_t fac2[kMx ? kBlocks : 1][kTile];  // the same, duplicated into a bf16 pair (K side)
   float red[kWarps][kNumHeads];                              // per-warp tile max (then l) per head
-  float logit_scale[kNumHeads];                              // per head (fp8: × 2^-e)
+  float logit_scale[kNumHeads];                              // fp8, per head (× 2^-e); MXFP4 uses p's
   unsigned amax[kNumHeads];                                  // fp8: |Q| max per head (float bits)
   int rw[kWarps];                                            // MXFP4: R_w of this tile per warp
   static_assert((kPitch / 16) % 2 == 1, "row pitch must rotate the 16-byte bank groups (ldmatrix rows)");
@@ -269,7 +269,7 @@ __device__ __forceinline__ TileSources tile_sources(const DecodeParams& p, const
   for (int i = 0; i < 4; ++i) {
     const int n = t0 + 16 * warp + 4 * i + lane / 8;
     ts.valid |= (n < end ? 1u : 0u) << i;
-    ts.src[i] = p.kv + rows(n < end ? n : t0) * p.kv_row_stride + (lane % 8) * 16;
+    ts.src[i] = p.kv + rows.row_or_first(n, t0, end) * p.kv_row_stride + (lane % 8) * 16;
   }
   return ts;
 }
@@ -306,7 +306,8 @@ __device__ __forceinline__ const unsigned short* scale_source(const DecodeParams
                                                               int end) {
   const int r = threadIdx.x / 2, half = threadIdx.x % 2;
   const int n = t0 + r;
-  return reinterpret_cast<const unsigned short*>(p.kv_scales + rows(n < end ? n : t0) * p.scale_stride) + 5 * half;
+  return reinterpret_cast<const unsigned short*>(p.kv_scales + rows.row_or_first(n, t0, end) * p.scale_stride) +
+         5 * half;
 }
 __device__ __forceinline__ ScaleRegs load_scales(const unsigned short* src) {
   const int half = threadIdx.x % 2;
@@ -412,7 +413,6 @@ __device__ __forceinline__ void store_q(Smem<F>& sm, const DecodeParams& p, cons
       put(4 * blk + 1, __byte_perm(x[j].x, x[j].z, 0x7632));  // step 2j, slots 8+2c..: dims +1, +5
       put(4 * blk + 2, __byte_perm(x[j].y, x[j].w, 0x5410));  // step 2j+1: dims +2, +6
       put(4 * blk + 3, __byte_perm(x[j].y, x[j].w, 0x7632));  // step 2j+1: dims +3, +7
-      if (d0 == 0) sm.logit_scale[h] = p.logit_scale;
     }
   } else {
     if (threadIdx.x < kNumHeads) sm.amax[threadIdx.x] = 0;

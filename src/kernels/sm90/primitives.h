@@ -63,6 +63,9 @@ struct KvRowMap {
     const std::int64_t page = __ldg(p.page_table + page_base + (n >> p.page_shift));
     return (page << p.page_shift) + (n & ((1 << p.page_shift) - 1));
   }
+  // The row of token n of a tile starting at token t0, or, for n past `end`, token t0's row: a row
+  // that exists, for copies of 0 bytes (or loads whose values are masked) at the tile's tail.
+  __device__ std::int64_t row_or_first(int n, int t0, int end) const { return (*this)(n < end ? n : t0); }
 };
 
 }  // namespace mla::sm90
