@@ -23,8 +23,8 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMLA_GTEST_SOURCE="
   >"$out/build.log" 2>&1 && cmake --build build-gpu -j"$(nproc)" >>"$out/build.log" 2>&1
 if [ $? -ne 0 ]; then tail -50 "$out/build.log"; echo "BUILD FAILED"; exit 1; fi
 grep -E "Compiling entry function|Used [0-9]+ registers|spill stores" "$out/build.log" |
-  grep -E -A2 "entry function.*(decode_kernel|decode_wgmma_kernel|combine_kernel)" | sed -E -e "s/.*entry function '[^']*(decode_kernel|decode_wgmma_kernel)[^']*KvFormatE([0-9])E[^']*'.*/\1 (format \2: 0 bf16, 1 fp8, 2 mxfp4)/" \
-    -e "s/.*entry function '[^']*(combine_kernel)[^']*'.*/\1/" | head -24
+  grep -E -A2 "entry function.*(decode_kernel|decode_fp8_kernel|decode_mxfp4_kernel|combine_kernel)" |
+  sed -E -e "s/.*entry function '[^']*(decode_kernel|decode_fp8_kernel|decode_mxfp4_kernel|combine_kernel)[^']*'.*/\1/" | head -24
 # ptxas notes wgmma serialization (C7510) and injected waits/arrives (C7517/C7519) as info only.
 echo "ptxas wgmma serialization notes: $(grep -c -E 'C751[0-9]' "$out/build.log")"
 

@@ -1,4 +1,4 @@
-// sm90 MLA decode from bf16 KV (fp8 and MXFP4: decode_wgmma.cu), and the per-format dispatch.
+// sm90 MLA decode from bf16 KV (fp8: decode_fp8.cu, MXFP4: decode_mxfp4.cu), and the per-format dispatch.
 //
 // Grid: one CTA per work item (q row v = b·s_q + i, KV range [kv_begin, kv_end), the range already
 // cut to query token i's causal length); 8 warps. One CTA owns all 16 heads of its q row and
@@ -25,6 +25,7 @@
 #include "kernels/sm90/decode_params.h"
 #include "kernels/sm90/launch.h"
 #include "kernels/sm90/primitives.h"
+#include "kernels/sm90/wgmma.h"
 #include "mla/mla.h"
 
 namespace mla::sm90 {
@@ -375,7 +376,7 @@ int decode_tile_tokens(KvFormat format) {
       return Traits<KvFormat::bf16>::kTile;
     case KvFormat::fp8:
     case KvFormat::mxfp4:
-      return decode_wgmma_tile_tokens();
+      return wg::kTile;
   }
   return 64;
 }
@@ -383,8 +384,9 @@ int decode_tile_tokens(KvFormat format) {
 int decode_ctas_per_sm(KvFormat format) {
   switch (format) {
     case KvFormat::fp8:
+      return decode_fp8_ctas_per_sm();
     case KvFormat::mxfp4:
-      return decode_wgmma_ctas_per_sm(format);
+      return decode_mxfp4_ctas_per_sm();
     case KvFormat::bf16:
       return 1;
   }
@@ -396,8 +398,9 @@ cudaError_t prepare_decode(KvFormat format) {
     case KvFormat::bf16:
       return prepare<KvFormat::bf16>();
     case KvFormat::fp8:
+      return prepare_decode_fp8();
     case KvFormat::mxfp4:
-      return prepare_decode_wgmma(format);
+      return prepare_decode_mxfp4();
   }
   return cudaErrorInvalidValue;
 }
@@ -407,8 +410,9 @@ cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t s
     case KvFormat::bf16:
       return launch<KvFormat::bf16>(p, stream);
     case KvFormat::fp8:
+      return launch_decode_fp8(p, stream);
     case KvFormat::mxfp4:
-      return launch_decode_wgmma(format, p, stream);
+      return launch_decode_mxfp4(p, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -1,4 +1,4 @@
-// Host-side launchers of the sm90 kernels (decode.cu, decode_wgmma.cu, combine.cu).
+// Host-side launchers of the sm90 kernels (decode.cu, decode_fp8.cu, decode_mxfp4.cu, combine.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,11 +14,14 @@ constexpr int kMaxDecodeCtasPerSm = 2;    // sizes the workspace for every forma
 // Once per process and format, before launch_decode (raises the dynamic shared-memory limit).
 cudaError_t prepare_decode(KvFormat format);
 cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream);
-// decode_wgmma.cu: the fp8 and MXFP4 kernel (wgmma, tokens in M); bf16 is decode.cu's.
-int decode_wgmma_tile_tokens();
-int decode_wgmma_ctas_per_sm(KvFormat format);
-cudaError_t prepare_decode_wgmma(KvFormat format);
-cudaError_t launch_decode_wgmma(KvFormat format, const DecodeParams& p, cudaStream_t stream);
+// decode_fp8.cu and decode_mxfp4.cu: the wgmma kernels (tokens in M, 64-token tiles); bf16 is
+// decode.cu's.
+int decode_fp8_ctas_per_sm();
+cudaError_t prepare_decode_fp8();
+cudaError_t launch_decode_fp8(const DecodeParams& p, cudaStream_t stream);
+int decode_mxfp4_ctas_per_sm();
+cudaError_t prepare_decode_mxfp4();
+cudaError_t launch_decode_mxfp4(const DecodeParams& p, cudaStream_t stream);
 // `max_partials`: most partials of one row (sizes the CTA: more partial groups for long splits).
 cudaError_t launch_combine(const CombineParams& p, int max_partials, cudaStream_t stream);
 

@@ -38,6 +38,15 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const v
                : "r"(smem_addr(p)));
 }
 
+// Four 8×8 b16 matrices from mma fragments (lane 4g + c holds row g, columns 2c, 2c + 1 of each)
+// to shared memory: lane l gives the address of row l % 8 of matrix l / 8 (16 contiguous bytes).
+__device__ __forceinline__ void stmatrix_x4(void* p, std::uint32_t r0, std::uint32_t r1, std::uint32_t r2,
+                                            std::uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(smem_addr(p)), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
 // Lets a dependent grid launched with programmatic stream serialization (the combine) start now;
 // it waits in griddepcontrol.wait until this grid has finished and its writes are visible.
 __device__ __forceinline__ void launch_dependents() {

@@ -1,0 +1,496 @@
+// sm90 MLA decode from fp8 (e4m3) KV with wgmma, the tokens in M: Sᵀ = K·Qᵀ, Oᵀ = Vᵀ·Pᵀ.
+//
+// Grid: one CTA per work item (q row v = b·s_q + i, KV range [kv_begin, kv_end)); one warpgroup
+// (128 threads), two CTAs per SM. Tiles of 64 tokens copied as stored with cp.async into rows
+// padded by 16 bytes (conflict-free ldmatrix), 2 stages; the copies of the next tile go out in
+// parts between the S register batches.
+// Warp w copies and owns tokens 16w..16w+15 of a tile (its 16 rows of every wgmma M = 64).
+//
+//   Sᵀ = K·Qᵀ    wgmma m64n16k16, fp32 accumulation, A = K in registers from an ldmatrix of the raw
+//                tile, one exact cvt.f16x2.e4m3x2 per pair; B = Q·2^e in fp16 (exact) in shared
+//                memory with its dims permuted to the fragments' k order.
+//                (fp8 wgmma accumulates in ~14-bit precision: too coarse for the logits.)
+//   softmax      per head over the tile: warp butterflies + one shared-memory step for the max;
+//                each thread keeps its partial l. P·2^8 = P_hi + P_lo, two e4m3 terms.
+//   Oᵀ += Vᵀ·Pᵀ  A = Vᵀ in registers from ldmatrix.trans of the same raw tile (4 bytes of one dim
+//                from 4 tokens) by byte permutes, no conversion, wgmma m64n16k32 e4m3 against P_hi
+//                then P_lo. Each tile's product goes to fresh accumulators that are added to the
+//                fp32 O (fp8 wgmma accumulates in ~14 bits).
+//
+// K and V are never expanded in shared or global memory; the fp8 tensor scale and 2^-8 of P are
+// folded into the logit scale and the output. MXFP4 is decode_mxfp4.cu's.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/common/bf16.h"
+#include "kernels/common/formats.h"
+#include "kernels/common/softmax_state.h"
+#include "kernels/sm90/decode_params.h"
+#include "kernels/sm90/launch.h"
+#include "kernels/sm90/primitives.h"
+#include "kernels/sm90/wgmma.h"
+#include "mla/mla.h"
+
+namespace mla::sm90 {
+namespace {
+
+using namespace wg;
+
+struct Traits {
+  static constexpr int kRowBytes = kHeadDim;  // e4m3
+  static constexpr int kCtasPerSm = 2;
+  static constexpr int kStages = 2;
+  static constexpr int kBatch = 12;      // S k16 steps per register batch (6 ldmatrix of 2 steps)
+  static constexpr int kPTerms = 2;      // P·2^8 = P_hi + P_lo
+  static constexpr int kPBytes = kTile;  // bytes per P row
+  static constexpr int kPvSteps = 2;     // k32 steps of P·V per tile
+  static constexpr float kOutScale = 1.f / 256.f;
+};
+
+struct Smem {
+  using T = Traits;
+  static constexpr int kPitch = T::kRowBytes + 16;          // bytes per KV row in shared memory
+  alignas(128) std::uint8_t kv[T::kStages][kTile][kPitch];  // the KV as stored
+  CoreTile<kNumHeads, 2 * kHeadDim> q;                      // Q, fp16 · 2^e, dims permuted
+  CoreTile<kNumHeads, T::kPBytes> p[T::kPTerms];            // P, token slots in fragment order
+  float red[kWarps][kNumHeads];                             // per-warp tile max (then l) per head
+  float logit_scale[kNumHeads];                             // per head (× 2^-e)
+  unsigned amax[kNumHeads];                                 // |Q| max per head (float bits)
+  static_assert((kPitch / 16) % 2 == 1, "row pitch must rotate the 16-byte bank groups (ldmatrix rows)");
+};
+static_assert(Traits::kCtasPerSm * (sizeof(Smem) + 1024) <= 228 * 1024,
+              "fp8: kCtasPerSm CTAs must fit one SM's shared memory");
+static_assert(Traits::kCtasPerSm <= kMaxDecodeCtasPerSm, "the workspace is sized for kMaxDecodeCtasPerSm CTAs per SM");
+
+// ── e4m3 helpers ────────────────────────────────────────────────────────────────────────────────
+// Two floats → e4m3x2 (round to nearest even, saturating): `lo` in the low byte.
+__device__ __forceinline__ std::uint16_t to_e4m3x2(float lo, float hi) {
+  std::uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+__device__ __forceinline__ std::uint32_t e4m3x2_to_f16x2(std::uint16_t v) {  // exact
+  std::uint32_t h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h2) : "h"(v));
+  return h2;
+}
+// Four e4m3 bytes → fp16 pairs of bytes 0, 1 (lo) and bytes 2, 3 (hi), exact; the halves are
+// split by register aliasing rather than a shift.
+__device__ __forceinline__ void e4m3x4_to_f16x2x2(std::uint32_t r, std::uint32_t& lo, std::uint32_t& hi) {
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(r));
+}
+__device__ __forceinline__ float2 from_e4m3x2(std::uint16_t v) {
+  const std::uint32_t h2 = e4m3x2_to_f16x2(v);
+  return __half22float2(*reinterpret_cast<const __half2*>(&h2));
+}
+__device__ __forceinline__ std::uint32_t pack_f16x2(float lo, float hi) {
+  std::uint32_t r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+// x ≈ hi + lo, both e4m3: exact for |x| < 448 with 8 significant bits down to 2^-6, and to within
+// 2^-10 below (e4m3's subnormal step).
+struct SplitE4m3x2 {
+  std::uint16_t hi, lo;
+};
+__device__ __forceinline__ SplitE4m3x2 split_e4m3x2(float a, float b) {
+  const std::uint16_t hi = to_e4m3x2(a, b);
+  const float2 h = from_e4m3x2(hi);
+  return {hi, to_e4m3x2(a - h.x, b - h.y)};
+}
+
+// Token slot of tile token u inside its 16-token chunk of P — the k order of the Vᵀ register
+// fragments (k slots 4c..4c+3 of a k32 half hold tokens 2c, 2c+1, 8+2c, 9+2c).
+__device__ __forceinline__ int p_slot(int u) {
+  return 4 * ((u % 8) / 2) + 2 * ((u % 16) / 8) + u % 2;
+}
+
+// ── copies ──────────────────────────────────────────────────────────────────────────────────────
+// Tokens [t0, t0 + 64) ∩ [.., end) into stage `s`, rows past `end` zero-filled. Warp w copies rows
+// 16w..16w+15, four at a time: lanes 8i..8i+7 take 128 contiguous bytes of one row per request
+// (whole lines from global memory, one bank sweep per quarter-warp in shared memory). Two steps:
+// tile_sources resolves the thread's four rows (paged: its page-table loads go out here, well
+// before the copies need them; rows past `end` point at token t0, which exists, and copy 0 bytes),
+// copy_rows<i0, i1> issues rows [i0, i1) — each copy its row's base plus a constant, no branch.
+struct TileSources {
+  const std::uint8_t* src[4];  // this lane's first byte of each of its rows
+  unsigned valid;              // bit i: row i holds a token (< end)
+};
+__device__ __forceinline__ TileSources tile_sources(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  TileSources ts;
+  ts.valid = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int n = t0 + 16 * warp + 4 * i + lane / 8;
+    ts.valid |= (n < end ? 1u : 0u) << i;
+    ts.src[i] = p.kv + rows.row_or_first(n, t0, end) * p.kv_row_stride + (lane % 8) * 16;
+  }
+  return ts;
+}
+template <int kRow0 = 0, int kRow1 = 4>
+__device__ __forceinline__ void copy_rows(Smem& sm, int s, const TileSources& ts) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  constexpr int kChunks = Traits::kRowBytes / 16;
+  constexpr int kSweeps = (kChunks + 7) / 8;
+  std::uint8_t* dst = &sm.kv[s][16 * warp + lane / 8][(lane % 8) * 16];
+#pragma unroll
+  for (int i = kRow0; i < kRow1; ++i) {
+    const int bytes = (ts.valid >> i) & 1u ? 16 : 0;
+#pragma unroll
+    for (int q = 0; q < kSweeps; ++q) {
+      if (lane % 8 + 8 * q < kChunks) cp_async16(dst + 4 * i * Smem::kPitch + 128 * q, ts.src[i] + 128 * q, bytes);
+    }
+  }
+}
+__device__ __forceinline__ void load_tile(Smem& sm, int s, const DecodeParams& p, const KvRowMap& rows, int t0,
+                                          int end) {
+  copy_rows(sm, s, tile_sources(p, rows, t0, end));
+}
+// ── Q ───────────────────────────────────────────────────────────────────────────────────────────
+// Q of q row `v` → shared memory in the wgmma K-major layout: fp16, head h scaled by 2^e_h (max
+// |Q·2^e| in [2^13, 2^14): exact for every element down to 2^-27 of the head's largest); within each
+// 16 dims, dim 4c + r sits in k slot 2c + r (r < 2) or 8 + 2c + r − 2. Called once the first tiles'
+// copies are out (fetch_q issued the loads first thing).
+__device__ __forceinline__ void store_q(Smem& sm, const DecodeParams& p, const QRegs& q) {
+  constexpr int kPerThread = kQPerThread;
+  const uint4(&x)[kPerThread] = q.x;
+  if (threadIdx.x < kNumHeads) sm.amax[threadIdx.x] = 0;
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int h = (threadIdx.x + j * kThreads) / (kHeadDim / 8);
+    const std::uint32_t w[4] = {x[j].x, x[j].y, x[j].z, x[j].w};
+    float m = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      m = fmaxf(m, fabsf(bits_to_float(w[i] << 16)));
+      m = fmaxf(m, fabsf(bits_to_float(w[i] & 0xFFFF0000u)));
+    }
+    atomicMax(&sm.amax[h], float_to_bits(m));  // non-negative floats order as their bits
+  }
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int piece = threadIdx.x + j * kThreads;
+    const int h = piece / (kHeadDim / 8), d0 = (piece % (kHeadDim / 8)) * 8;
+    const std::uint32_t am = sm.amax[h];
+    const int e = am == 0 ? 0 : min(max(13 - (int((am >> 23) & 0xFF) - 127), -100), 100);
+    const float scale = bits_to_float(std::uint32_t(127 + e) << 23);
+    std::uint32_t f[4];  // dims d0 + 2i, d0 + 2i + 1
+    const std::uint32_t w[4] = {x[j].x, x[j].y, x[j].z, x[j].w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      f[i] = pack_f16x2(bits_to_float(w[i] << 16) * scale, bits_to_float(w[i] & 0xFFFF0000u) * scale);
+    }
+    // dims d0..d0+7 are 4c0..4c0+7 of their 16-group (c0 = 0 or 2): slots 2c0..2c0+3 take dims
+    // 4c0, 4c0+1, 4c0+4, 4c0+5 and slots 8+2c0..11+2c0 take 4c0+2, 4c0+3, 4c0+6, 4c0+7.
+    const int group = d0 / 16, byte = (d0 % 16) == 0 ? 0 : 8;
+    *reinterpret_cast<uint2*>(&sm.q.bytes[h / 8][2 * group][h % 8][byte]) = make_uint2(f[0], f[2]);
+    *reinterpret_cast<uint2*>(&sm.q.bytes[h / 8][2 * group + 1][h % 8][byte]) = make_uint2(f[1], f[3]);
+    if (d0 == 0) sm.logit_scale[h] = p.logit_scale * bits_to_float(std::uint32_t(127 - e) << 23);
+  }
+}
+
+// ── register fragments ──────────────────────────────────────────────────────────────────────────
+// S: the K fragments of k16 steps k0 .. k0 + kBatch − 1 (rows g / g+8 = tokens 16w + g, + 8).
+__device__ __forceinline__ void k_fragments(const Smem& sm, int stage, int k0, std::uint32_t (&a)[Traits::kBatch][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::uint8_t* row = sm.kv[stage][16 * warp + lane % 8 + 8 * ((lane / 8) % 2)];
+#pragma unroll
+  for (int jj = 0; jj < Traits::kBatch / 2; ++jj) {
+    const int k = k0 + 2 * jj;  // k16 steps k, k + 1: chunks k, k + 1, bytes 4c..4c+3 of each
+    std::uint32_t r[4];
+    ldmatrix_x4(r, row + (k + lane / 16) * 16);
+    e4m3x4_to_f16x2x2(r[0], a[2 * jj][0], a[2 * jj][2]);  // row g: dims 4c, 4c+1 | 4c+2, 4c+3
+    e4m3x4_to_f16x2x2(r[1], a[2 * jj][1], a[2 * jj][3]);  // row g+8
+    e4m3x4_to_f16x2x2(r[2], a[2 * jj + 1][0], a[2 * jj + 1][2]);
+    e4m3x4_to_f16x2x2(r[3], a[2 * jj + 1][1], a[2 * jj + 1][3]);
+  }
+#pragma unroll
+  for (int i = 0; i < Traits::kBatch; ++i) fence_regs(a[i]);
+}
+
+// P·V: the Vᵀ fragments of the m-tiles 2·grp and 2·grp + 1 for every P·V k step of the tile:
+// m-tile mt, rows g / g+8 = dims 64mt + 16w + 2g, + 1; k32 step ks: tokens 32ks + [0, 32).
+__device__ __forceinline__ int v_row_dim(int mt, int warp, int g) {
+  return 64 * mt + 16 * warp + 2 * g;
+}
+__device__ __forceinline__ void v_fragments(const Smem& sm, int stage, int grp,
+                                            std::uint32_t (&a)[2][Traits::kPvSteps][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    const int mt = 2 * grp + m;
+#pragma unroll
+    for (int ks = 0; ks < Traits::kPvSteps; ++ks) {
+      std::uint32_t r[4];  // matrix i: tokens 32ks + 8i + [0, 8) × the 16 dims (one core matrix)
+      ldmatrix_x4_trans(r, &sm.kv[stage][32 * ks + lane][(4 * mt + warp) * 16]);
+      // r[i] bytes: (token 2c, dim 2g), (2c, 2g+1), (2c+1, 2g), (2c+1, 2g+1) of matrix i.
+      a[m][ks][0] = __byte_perm(r[0], r[1], 0x6420);  // row g   = dim 2g
+      a[m][ks][1] = __byte_perm(r[0], r[1], 0x7531);  // row g+8 = dim 2g+1
+      a[m][ks][2] = __byte_perm(r[2], r[3], 0x6420);
+      a[m][ks][3] = __byte_perm(r[2], r[3], 0x7531);
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+#pragma unroll
+    for (int ks = 0; ks < Traits::kPvSteps; ++ks) fence_regs(a[m][ks]);
+  }
+}
+
+// ── the kernel ──────────────────────────────────────────────────────────────────────────────────
+__global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
+    decode_fp8_kernel(const __grid_constant__ DecodeParams p) {
+  using T = Traits;
+  extern __shared__ __align__(128) std::uint8_t smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+  launch_dependents();  // the combine grid's launch latency hides behind this kernel
+
+  const WorkItem item = p.items[blockIdx.x];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, c = lane % 4;           // accumulator row group / column pair
+  const QRegs q_regs = fetch_q(p, item.request);  // before the row map's kv_indptr load: both in flight
+  const KvRowMap rows(p, item.request / p.s_q);
+  const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
+
+#pragma unroll
+  for (int s = 0; s < T::kStages - 1; ++s) {
+    if (s < num_tiles) load_tile(sm, s, p, rows, item.kv_begin + s * kTile, item.kv_end);
+    cp_async_commit();
+  }
+  store_q(sm, p, q_regs);  // Q's loads have been in flight since the start
+
+  // This thread's 4 heads, in accumulator column order: 2c, 2c+1, 8+2c, 9+2c.
+  const int head[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
+  SoftmaxState<float> st[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) st[i] = SoftmaxState<float>::empty();
+  float o[kMTiles][8];  // Oᵀ: m-tile mt, rows = dims v_row_dim(mt) (+1), cols = heads
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) o[mt][i] = 0.f;
+  }
+  float lscale[4] = {0.f, 0.f, 0.f, 0.f};
+  // Descriptors of the wgmma B operands; a k step advances the start address (bits 0–13, in
+  // 16-byte units) by whole chunks without carrying out of the field (shared memory < 256 KB).
+  const std::uint64_t desc_q = desc(sm.q.bytes[0][0][0], CoreTile<kNumHeads, 2 * kHeadDim>::sbo());
+  std::uint64_t desc_p[T::kPTerms];
+#pragma unroll
+  for (int i = 0; i < T::kPTerms; ++i) desc_p[i] = desc(sm.p[i].bytes[0][0][0], CoreTile<kNumHeads, T::kPBytes>::sbo());
+
+  for (int t = 0; t < num_tiles; ++t) {
+    const int stage = t % T::kStages;
+    const int t0 = item.kv_begin + t * kTile;
+    cp_async_wait<T::kStages - 2>();
+    if (t == 0) fence_proxy_async();  // Q stores (generic proxy) → wgmma reads (async proxy)
+    __syncthreads();                  // tile t landed everywhere; iteration t−1 finished everywhere
+    if (t == 0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) lscale[i] = sm.logit_scale[head[i]];
+    }
+    const int next = t + T::kStages - 1;
+    const bool load_next = next < num_tiles;
+    TileSources next_src{};  // resolved now, copied after the S batches below
+    if (load_next) next_src = tile_sources(p, rows, item.kv_begin + next * kTile, item.kv_end);
+
+    // Sᵀ (tokens × heads) = K · Qᵀ: K in registers, batches of kBatch k16 steps, two batches in
+    // flight (a batch's registers are reused once the batch before it retired).
+    float sacc[2][8];  // even and odd batches: two independent chains, each started fresh
+    std::uint32_t ka[2][T::kBatch][4];
+    constexpr int kBatches = kSteps / T::kBatch;
+    static_assert(kSteps % T::kBatch == 0 && kBatches == 3,
+                  "whole register batches; three carry the next tile's copies");
+#pragma unroll
+    for (int bt = 0; bt < kBatches; ++bt) {
+      if (bt >= 2) wgmma_wait<1>();  // batch bt − 2 retired: its registers are free
+      k_fragments(sm, stage, bt * T::kBatch, ka[bt % 2]);
+      fence_regs(sacc[bt % 2]);
+      wgmma_fence();
+#pragma unroll
+      for (int i = 0; i < T::kBatch; ++i) {
+        const std::uint64_t b = desc_q + 16 * (bt * T::kBatch + i);  // + 256 bytes per k16 step
+        if (bt < 2 && i == 0) {
+          wgmma_rs_f16<false>(sacc[bt % 2], ka[bt % 2][i], b);
+        } else {
+          wgmma_rs_f16(sacc[bt % 2], ka[bt % 2][i], b);
+        }
+      }
+      wgmma_commit();
+      // Tile t + stages − 1's copies go out a quarter, a quarter, then half after each batch of
+      // S wgmmas, behind the batch's ldmatrix rather than ahead of it (one burst at the top of the
+      // iteration measured 7 % slower at 256×8192: the S ldmatrix queued behind the copies).
+      if (load_next) {
+        if (bt == 0) copy_rows<0, 1>(sm, next % T::kStages, next_src);
+        if (bt == 1) copy_rows<1, 2>(sm, next % T::kStages, next_src);
+        if (bt == 2) copy_rows<2, 4>(sm, next % T::kStages, next_src);
+      }
+    }
+    cp_async_commit();  // one copy group per iteration
+    wgmma_wait<0>();
+    fence_regs(sacc[0]);
+    fence_regs(sacc[1]);
+    float s[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) s[i] = sacc[0][i] + sacc[1][i];
+#pragma unroll
+    for (int b2 = 0; b2 < 2; ++b2) {
+#pragma unroll
+      for (int i = 0; i < T::kBatch; ++i) fence_regs(ka[b2][i]);
+    }
+    // The Vᵀ fragments of the first two P·V groups need only the tile: their loads and byte work go
+    // out under the softmax's shuffle and barrier latency, while the K registers are free.
+    constexpr int kGroupTiles = 2, kGroups = kMTiles / kGroupTiles;  // v_fragments fills two m-tiles
+    std::uint32_t va[2][kGroupTiles][T::kPvSteps][4];
+    v_fragments(sm, stage, 0, va[0]);
+    v_fragments(sm, stage, 1, va[1]);
+
+    // Online softmax. s[j0] / s[j0 + 2]: tokens g / g+8 of the warp, head column i (see head[]).
+    const int u0 = 16 * warp + g;  // tile tokens u0 and u0 + 8
+    const bool v0 = t0 + u0 < item.kv_end, v1 = t0 + u0 + 8 < item.kv_end;
+    float x[4][2], mx[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int j0 = (i / 2) * 4 + (i % 2);
+      x[i][0] = v0 ? s[j0] * lscale[i] : -INFINITY;
+      x[i][1] = v1 ? s[j0 + 2] * lscale[i] : -INFINITY;
+      mx[i] = fmaxf(x[i][0], x[i][1]);
+#pragma unroll
+      for (int off = 4; off < 32; off <<= 1) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], off));
+    }
+    if (g == 0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sm.red[warp][head[i]] = mx[i];
+    }
+    __syncthreads();                          // red complete
+    const float pscale = 1.f / T::kOutScale;  // P·2^8
+    float f[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int h = head[i];
+      f[i] = st[i].rescale_to(fmaxf(fmaxf(sm.red[0][h], sm.red[1][h]), fmaxf(sm.red[2][h], sm.red[3][h])));
+      const float p0 = __expf(x[i][0] - st[i].m), p1 = __expf(x[i][1] - st[i].m);
+      st[i].add(p0 + p1);
+      // P·2^8 = P_hi + P_lo (e4m3), token slots in the Vᵀ fragments' k order
+      const SplitE4m3x2 q = split_e4m3x2(p0 * pscale, p1 * pscale);
+      const int slot = p_slot(u0);  // token u0 + 8 sits two slots later
+      std::uint8_t* hi = &sm.p[0].bytes[h / 8][warp][h % 8][slot];
+      std::uint8_t* lo = &sm.p[1].bytes[h / 8][warp][h % 8][slot];
+      hi[0] = std::uint8_t(q.hi), hi[2] = std::uint8_t(q.hi >> 8);
+      lo[0] = std::uint8_t(q.lo), lo[2] = std::uint8_t(q.lo >> 8);
+    }
+    fence_proxy_async();
+    __syncthreads();  // P complete
+
+    // Oᵀ = f·Oᵀ + Vᵀ·Pᵀ, two m-tiles per group, two groups in flight: a group's Vᵀ fragments come
+    // from the raw tile while the group before runs. fp8 wgmma accumulates in ~14 bits, so each
+    // group's product goes to fresh accumulators that are then added to the fp32 O.
+    float acc[2][kGroupTiles][8];
+    auto retire = [&](int grp) {
+#pragma unroll
+      for (int m = 0; m < kGroupTiles; ++m) {
+        const int mt = grp * kGroupTiles + m;
+#pragma unroll
+        for (int ks = 0; ks < T::kPvSteps; ++ks) fence_regs(va[grp % 2][m][ks]);
+        fence_regs(acc[grp % 2][m]);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o[mt][i] = o[mt][i] * f[(i / 4) * 2 + (i % 2)] + acc[grp % 2][m][i];
+      }
+    };
+#pragma unroll
+    for (int grp = 0; grp < kGroups; ++grp) {
+      if (grp >= 2) {
+        wgmma_wait<1>();  // group grp − 2 retired
+        retire(grp - 2);
+      }
+      if (grp >= 2) v_fragments(sm, stage, grp, va[grp % 2]);  // groups 0, 1: during the softmax
+      wgmma_fence();
+#pragma unroll
+      for (int m = 0; m < kGroupTiles; ++m) {
+#pragma unroll
+        for (int ks = 0; ks < T::kPvSteps; ++ks) {
+          const std::uint32_t(&a)[4] = va[grp % 2][m][ks];
+          float(&d)[8] = acc[grp % 2][m];
+          if (ks == 0) {
+            wgmma_rs<false>(d, a, desc_p[0]);  // fresh accumulator
+          } else {
+            wgmma_rs(d, a, desc_p[0] + 16 * ks);
+          }
+          wgmma_rs(d, a, desc_p[T::kPTerms - 1] + 16 * ks);
+        }
+      }
+      wgmma_commit();
+    }
+    wgmma_wait<1>();
+    retire(kGroups - 2);
+    wgmma_wait<0>();
+    retire(kGroups - 1);
+  }
+  cp_async_wait<0>();
+
+  // l: this thread's partial sums → warp (over g) → CTA (over warps). Every thread holds the same
+  // m for a head, so the partial states add.
+  __syncthreads();  // red[] free
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float l = st[i].l;
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+    if (g == 0) sm.red[warp][head[i]] = l;
+  }
+  __syncthreads();
+  float inv[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int h = head[i];
+    st[i].l = sm.red[0][h] + sm.red[1][h] + sm.red[2][h] + sm.red[3][h];
+    inv[i] = st[i].inv_l() * p.value_scale * T::kOutScale;
+    if (warp == 0 && g == 0) {
+      if (item.partial >= 0) {
+        p.partial_lse[std::int64_t(item.partial) * kNumHeads + h] = st[i].lse();
+      } else if (p.lse != nullptr) {
+        p.lse[std::int64_t(item.request) * kNumHeads + h] = st[i].lse();
+      }
+    }
+  }
+  // o[mt][j]: j = 0/1 heads 2c/2c+1 at dim D, 2/3 the same heads at D+1, 4..7 heads 8+2c, 9+2c.
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+    const int dim = v_row_dim(mt, warp, g);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int j0 = (i / 2) * 4 + (i % 2);
+      const float a = o[mt][j0] * inv[i], b = o[mt][j0 + 2] * inv[i];
+      if (item.partial < 0) {
+        std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + head[i]) * kValueDim + dim;
+        std::uint32_t packed;
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(b), "f"(a));
+        *reinterpret_cast<std::uint32_t*>(out) = packed;
+      } else {
+        float* out = p.partial_o + (std::int64_t(item.partial) * kNumHeads + head[i]) * kValueDim + dim;
+        *reinterpret_cast<float2*>(out) = make_float2(a, b);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int decode_fp8_ctas_per_sm() {
+  return Traits::kCtasPerSm;
+}
+cudaError_t prepare_decode_fp8() {
+  return cudaFuncSetAttribute(decode_fp8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Smem)));
+}
+cudaError_t launch_decode_fp8(const DecodeParams& p, cudaStream_t stream) {
+  decode_fp8_kernel<<<p.num_items, kThreads, sizeof(Smem), stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace mla::sm90

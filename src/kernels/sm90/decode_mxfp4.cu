@@ -1,0 +1,523 @@
+// sm90 MLA decode from MXFP4 KV with wgmma, the tokens in M, every element decoded once.
+//
+// Grid: one CTA per work item (q row v = b·s_q + i, KV range [kv_begin, kv_end)); one warpgroup
+// (128 threads), two CTAs per SM. Warp w owns tokens 16w..16w+15 of each 64-token tile (its 16 rows
+// of every wgmma M = 64). Per tile t:
+//
+//   raw      tile t as stored (E2M1 codes, rows padded by 16 bytes) and its E8M0 bytes in shared
+//            memory; tile t + 1 in registers (global loads issued an iteration ahead), stored into
+//            the one raw stage once S(t) has read it.
+//   Sᵀ = K·Qᵀ   wgmma m64n16k16 bf16 RS, fp32 accumulation. A = K in registers: an ldmatrix of the
+//            raw tile gives 8 codes per register; codes j and j + 4 go to a bf16 pair by bit
+//            placement (value · 2^-126, exact) and one bf16x2 multiply by 2^(s − R_w + 126), where
+//            R_w is the largest E8M0 byte of the warp's 16 tokens (2^(R_w − 127) goes to the logits).
+//            B = Q in bf16 as given, dims permuted to the fragments' k order. The fragments of dims
+//            0..511 are also stored to Vt: the decoded V, bf16, in no-swizzle core matrices of
+//            8 tokens × 8 "value rows" (a fixed permutation of the dims, undone at the output).
+//   softmax  per head over the tile: warp butterflies + one shared-memory step for the max; P·2^(R_w
+//            − A) in bf16, A = the largest R_w so far (never decreasing).
+//   Oᵀ += Vt·Pᵀ  wgmma m64n16k16 bf16 SS, A = Vt read MN-major (value rows in M, tokens in K), B = P:
+//            straight into the fp32 Oᵀ, kept in units of 2^(A − 127) and rescaled only when a head's
+//            max or A moved. Under it, the next tile's head start: its factors and the rope batch of S
+//            (steps 32..35, which do not touch Vt).
+//
+// K is decoded once per tile, into registers for S and (its first 512 dims) into Vt for P·V: no V
+// fragments, no second decode. Shared memory per CTA ≈ 112 KB (Vt 64 KB).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/common/bf16.h"
+#include "kernels/common/formats.h"
+#include "kernels/common/softmax_state.h"
+#include "kernels/sm90/decode_params.h"
+#include "kernels/sm90/launch.h"
+#include "kernels/sm90/primitives.h"
+#include "kernels/sm90/wgmma.h"
+#include "mla/mla.h"
+
+namespace mla::sm90 {
+namespace {
+
+using namespace wg;
+
+struct Traits {
+  static constexpr int kCtasPerSm = 2;
+  static constexpr int kRowBytes = kHeadDim / 2;    // two E2M1 codes per byte (288)
+  static constexpr int kPitch = kRowBytes + 16;     // shared-memory row: rotates the 16-byte bank groups
+  static constexpr int kChunks = kRowBytes / 16;    // 16-byte chunks per row = 32-element blocks (18)
+  static constexpr int kBlocks = kHeadDim / 32;     // E8M0 scale blocks per row (18)
+  static constexpr int kBatch = 4;                  // S k16 steps per register batch (one ldmatrix)
+  static constexpr int kBatches = kSteps / kBatch;  // 9
+  static constexpr int kVSteps = kValueDim / 16;    // S steps whose fragments are V (32)
+  static constexpr int kPvSteps = kTile / 16;       // k16 steps of P·V per tile
+  static constexpr int kRawPerThread = kTile * kChunks / kThreads;  // 16-byte raw chunks per thread (9)
+};
+static_assert(Traits::kChunks == Traits::kBlocks, "one 16-byte chunk holds exactly one scale block");
+static_assert(kSteps % Traits::kBatch == 0, "whole register batches");
+static_assert(kTile * Traits::kChunks % kThreads == 0, "whole raw chunks per thread");
+static_assert((Traits::kPitch / 16) % 2 == 1, "row pitch must rotate the 16-byte bank groups (ldmatrix rows)");
+
+struct Smem {
+  alignas(128) std::uint8_t kv[kTile][Traits::kPitch];  // raw tile: [token][E2M1 bytes + 16 pad]
+  // Vt: core matrix (value rows 8r..8r+7, tokens 8j..8j+7) = vt[r][j], 8 tokens × 16 bytes.
+  alignas(128) std::uint8_t vt[kValueDim / 8][kTile / 8][8][16];
+  CoreTile<kNumHeads, 2 * kHeadDim> q;                     // Q, bf16, dims permuted
+  CoreTile<kNumHeads, 2 * kTile> p;                        // P, bf16 [head][token]
+  alignas(16) std::uint8_t sc[Traits::kBlocks][kTile];     // E8M0 [block][token]
+  alignas(16) std::uint32_t fac2[Traits::kBlocks][kTile];  // bf16 2^(s − R_w + 126), duplicated pair
+  float red[kWarps][kNumHeads];                            // per-warp tile max (then l) per head
+  int rw[kWarps];                                          // R_w of this tile per warp
+};
+static_assert(Traits::kCtasPerSm * (sizeof(Smem) + 1024) <= 228 * 1024,
+              "MXFP4: kCtasPerSm CTAs must fit one SM's shared memory");
+static_assert(Traits::kCtasPerSm <= kMaxDecodeCtasPerSm, "the workspace is sized for kMaxDecodeCtasPerSm CTAs per SM");
+constexpr int kVtSbo = kTile / 8 * 128;  // bytes between value-row groups of Vt (1024)
+
+// ── E2M1 → bf16 ─────────────────────────────────────────────────────────────────────────────────
+// Codes J and J + 4 of a word of 8 E2M1 codes (bits 4J.. and 16 + 4J..) → a bf16 pair worth
+// value · 2^-126 each, exactly: magnitude bits to 6..8 (exponent 0..3, mantissa msb), sign to 15.
+// Code 1 (0.5) becomes the subnormal 2^-127. J = 0, 1: the two codes alone, shifted twice at once
+// by one multiply (the shifted copies do not overlap), then masked. e2m1_pairs gives all four.
+template <int J>
+__device__ __forceinline__ std::uint32_t e2m1_pair(std::uint32_t w) {
+  static_assert(J == 0 || J == 1, "codes 2/6 and 3/7: shift the word right by 8 first");
+  constexpr std::uint32_t kShifts = (1u << (6 - 4 * J)) + (1u << (12 - 4 * J));
+  return ((w & (0x000F000Fu << (4 * J))) * kShifts) & 0x81C081C0u;
+}
+struct Pairs4 {
+  std::uint32_t p[4];  // codes 0/4, 1/5, 2/6, 3/7
+};
+__device__ __forceinline__ Pairs4 e2m1_pairs(std::uint32_t w) {
+  const std::uint32_t hi = w >> 8;
+  return {{e2m1_pair<0>(w), e2m1_pair<1>(w), e2m1_pair<0>(hi), e2m1_pair<1>(hi)}};
+}
+__device__ __forceinline__ std::uint32_t mul_bf16x2(std::uint32_t a, std::uint32_t b) {  // exact for 2^k
+  std::uint32_t r;
+  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
+// The dim of value row `r` (the M row of Vt and Oᵀ): row 16·st + slot holds fragment slot `slot` of
+// S step st, i.e. dim 32·(st / 2) + 8c + 4i + 2·(st % 2) + slot / 8 with c = (slot % 8) / 2, i = slot %
+// 2 (the K fragments' order, see store_q). Rows r and r + 8 (r % 16 < 8) are dims D and D + 1.
+__device__ __forceinline__ int value_row_dim(int r) {
+  const int st = r / 16, slot = r % 16;
+  return 32 * (st / 2) + 8 * ((slot % 8) / 2) + 4 * (slot % 2) + 2 * (st % 2) + slot / 8;
+}
+
+// ── raw tile: global → registers → shared memory ───────────────────────────────────────────────
+// Thread → chunks tid + 128i (i < 9) of the tile's 64 × 18 chunks: row = chunk / 18. Rows past
+// `end` load token t0's row (it exists; its values meet P = 0 and masked logits only).
+struct RawRegs {
+  uint4 x[Traits::kRawPerThread];
+};
+__device__ __forceinline__ RawRegs load_raw(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
+  RawRegs r;
+#pragma unroll
+  for (int i = 0; i < Traits::kRawPerThread; ++i) {
+    const int idx = threadIdx.x + kThreads * i, row = idx / Traits::kChunks, chunk = idx % Traits::kChunks;
+    const std::uint8_t* src = p.kv + rows.row_or_first(t0 + row, t0, end) * p.kv_row_stride + chunk * 16;
+    r.x[i] = __ldg(reinterpret_cast<const uint4*>(src));
+  }
+  return r;
+}
+__device__ __forceinline__ void store_raw(Smem& sm, const RawRegs& r) {
+#pragma unroll
+  for (int i = 0; i < Traits::kRawPerThread; ++i) {
+    const int idx = threadIdx.x + kThreads * i, row = idx / Traits::kChunks, chunk = idx % Traits::kChunks;
+    *reinterpret_cast<uint4*>(&sm.kv[row][chunk * 16]) = r.x[i];
+  }
+}
+
+// E8M0 rows (18 bytes, 2-byte aligned) of the same tokens: thread → token tid/2, five or four of
+// its nine byte pairs, each zero-extended into its own register, stored transposed by store_scales.
+// Rows past `end` load token t0's row and store zeros.
+struct ScaleRegs {
+  std::uint32_t v[5];
+};
+__device__ __forceinline__ ScaleRegs load_scales(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
+  const int r = threadIdx.x / 2, half = threadIdx.x % 2;
+  const unsigned short* src =
+      reinterpret_cast<const unsigned short*>(p.kv_scales + rows.row_or_first(t0 + r, t0, end) * p.scale_stride) +
+      5 * half;
+  ScaleRegs sr;
+#pragma unroll
+  for (int i = 0; i < 5; ++i) sr.v[i] = (half == 0 || i < 4) ? __ldg(src + i) : 0u;
+  return sr;
+}
+__device__ __forceinline__ void store_scales(Smem& sm, const ScaleRegs& sr, int t0, int end) {
+  const int r = threadIdx.x / 2, half = threadIdx.x % 2;
+  const std::uint32_t keep = t0 + r < end ? 0xFFFFu : 0u;
+#pragma unroll
+  for (int i = 0; i < 5; ++i) {
+    if (half == 0 || i < 4) {
+      const int b = 2 * (5 * half + i);
+      const std::uint32_t v = sr.v[i] & keep;
+      sm.sc[b][r] = std::uint8_t(v);
+      sm.sc[b + 1][r] = std::uint8_t(v >> 8);
+    }
+  }
+}
+
+// Per tile and warp: R_w = the largest E8M0 byte of the warp's 16 tokens (≤ 253), and the factors
+// 2^(s − R_w + 126) of those tokens as duplicated bf16 pairs in fac2[block][token] (exact powers of
+// two: s ≤ R_w). Only the warp itself reads its tokens' factors.
+constexpr int kFactorPairs = (Traits::kBlocks * 8 + 31) / 32;  // per lane: 144 token pairs of the warp
+__device__ __forceinline__ int tile_factors(Smem& sm, int warp, int lane) {
+  const uint4 row =
+      lane < Traits::kBlocks ? *reinterpret_cast<const uint4*>(&sm.sc[lane][16 * warp]) : make_uint4(0, 0, 0, 0);
+  std::uint32_t two[kFactorPairs];
+#pragma unroll
+  for (int i = 0; i < kFactorPairs; ++i) {
+    const int pi = lane + 32 * i;
+    const int b = pi / 8, t = 16 * warp + 2 * (pi % 8);
+    two[i] = pi < Traits::kBlocks * 8 ? *reinterpret_cast<const std::uint16_t*>(&sm.sc[b][t]) : 0u;
+  }
+  unsigned m = __vmaxu4(__vmaxu4(row.x, row.y), __vmaxu4(row.z, row.w));
+  m = max(max(m & 0xFF, (m >> 8) & 0xFF), max((m >> 16) & 0xFF, m >> 24));
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
+  const int r = min(int(m), 253);
+  const std::uint32_t k = std::uint32_t(253 - r) * 0x00010001u;
+#pragma unroll
+  for (int i = 0; i < kFactorPairs; ++i) {
+    const int pi = lane + 32 * i;
+    if (pi < Traits::kBlocks * 8) {
+      const int b = pi / 8, t = 16 * warp + 2 * (pi % 8);
+      const std::uint32_t f2 = (__byte_perm(two[i], 0, 0x4140) + k) << 7;  // tokens t, t + 1
+      *reinterpret_cast<uint2*>(&sm.fac2[b][t]) = make_uint2(__byte_perm(f2, 0, 0x1010), __byte_perm(f2, 0, 0x3232));
+    }
+  }
+  __syncwarp();
+  return r;
+}
+
+// Q of q row `v` → shared memory in the wgmma K-major layout, bf16 as given, its dims permuted to
+// the k order of the K register fragments: within each 32-dim block (k16 steps 2j, 2j + 1), dim
+// 8c + 4i + r sits in step 2j + r / 2, slot 2c + i (r even) or 8 + 2c + i (r odd).
+__device__ __forceinline__ void store_q(Smem& sm, const QRegs& q) {
+#pragma unroll
+  for (int j = 0; j < kQPerThread; ++j) {
+    const int piece = threadIdx.x + j * kThreads;
+    const int h = piece / (kHeadDim / 8), d0 = (piece % (kHeadDim / 8)) * 8;
+    const int blk = d0 / 32, c = (d0 % 32) / 8;
+    std::uint8_t* row = &sm.q.bytes[h / 8][0][h % 8][0];  // chunk k of this row: row + 128k
+    const auto put = [&](int chunk, std::uint32_t pair) {
+      *reinterpret_cast<std::uint32_t*>(row + chunk * 128 + 4 * c) = pair;
+    };
+    put(4 * blk, __byte_perm(q.x[j].x, q.x[j].z, 0x5410));      // step 2j, slots 2c, 2c+1: dims +0, +4
+    put(4 * blk + 1, __byte_perm(q.x[j].x, q.x[j].z, 0x7632));  // step 2j, slots 8+2c..: dims +1, +5
+    put(4 * blk + 2, __byte_perm(q.x[j].y, q.x[j].w, 0x5410));  // step 2j+1: dims +2, +6
+    put(4 * blk + 3, __byte_perm(q.x[j].y, q.x[j].w, 0x7632));  // step 2j+1: dims +3, +7
+  }
+}
+
+// S: the K fragments of k16 steps k0 .. k0 + 3 (blocks k0/2, k0/2 + 1; rows g / g+8 = tokens 16w + g,
+// + 8). Two steps, so that a batch's shared-memory loads go out before the batch before it is
+// converted: k_load (an ldmatrix of 8 codes per register, the four factor pairs), k_convert (the
+// fragments, and for steps < 32 the same fragments into Vt by one stmatrix per step: matrix i = a[i]
+// = tokens (16w..16w+7 | +8) × slots (0..7 | 8..15), each a whole core matrix, conflict-free).
+struct KLoad {
+  std::uint32_t r[4];  // 8 codes of dims 32·blk' + 8c .. + 7: (t, blk), (t + 8, blk), (t, blk + 1), (t + 8, blk + 1)
+  std::uint32_t f[4];  // factor pairs (dup) of the same (token, block)
+};
+__device__ __forceinline__ void k_codes(const Smem& sm, int k0, KLoad& x) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::uint8_t* row = sm.kv[16 * warp + lane % 8 + 8 * ((lane / 8) % 2)];
+  ldmatrix_x4(x.r, row + (k0 / 2 + lane / 16) * 16);
+}
+__device__ __forceinline__ void k_factors(const Smem& sm, int k0, KLoad& x) {
+  const int t = 16 * (threadIdx.x / 32) + (threadIdx.x % 32) / 4, blk = k0 / 2;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) x.f[i] = sm.fac2[blk + i / 2][t + 8 * (i % 2)];
+}
+__device__ __forceinline__ KLoad k_load(const Smem& sm, int k0) {
+  KLoad x;
+  k_codes(sm, k0, x);
+  k_factors(sm, k0, x);
+  return x;
+}
+__device__ __forceinline__ void k_convert(Smem& sm, int k0, const KLoad& x, std::uint32_t (&a)[Traits::kBatch][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {  // block k0/2 + h: steps 2h (codes 0/4, 1/5) and 2h + 1 (2/6, 3/7)
+    const Pairs4 q0 = e2m1_pairs(x.r[2 * h]), q1 = e2m1_pairs(x.r[2 * h + 1]);  // rows g, g + 8
+    const std::uint32_t f0 = x.f[2 * h], f1 = x.f[2 * h + 1];
+#pragma unroll
+    for (int st = 0; st < 2; ++st) {
+      std::uint32_t(&d)[4] = a[2 * h + st];
+      d[0] = mul_bf16x2(q0.p[2 * st], f0);
+      d[1] = mul_bf16x2(q1.p[2 * st], f1);
+      d[2] = mul_bf16x2(q0.p[2 * st + 1], f0);
+      d[3] = mul_bf16x2(q1.p[2 * st + 1], f1);
+      const int step = k0 + 2 * h + st;
+      if (step < Traits::kVSteps)
+        stmatrix_x4(sm.vt[2 * step + lane / 16][2 * warp + (lane / 8) % 2][lane % 8], d[0], d[1], d[2], d[3]);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < Traits::kBatch; ++i) fence_regs(a[i]);
+}
+
+// ── the kernel ──────────────────────────────────────────────────────────────────────────────────
+__global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
+    decode_mxfp4_kernel(const __grid_constant__ DecodeParams p) {
+  using T = Traits;
+  extern __shared__ __align__(128) std::uint8_t smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+  launch_dependents();  // the combine grid's launch latency hides behind this kernel
+
+  const WorkItem item = p.items[blockIdx.x];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, c = lane % 4;           // accumulator row group / column pair
+  const QRegs q_regs = fetch_q(p, item.request);  // before the row map's kv_indptr load: both in flight
+  const KvRowMap rows(p, item.request / p.s_q);
+  const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
+
+  // Tiles 0 and 1 go out together; tile 0 is stored at once, tile 1 stays in registers. (An empty
+  // item reads nothing: its first row need not exist.)
+  RawRegs raw{}, raw_next{};
+  ScaleRegs scales{}, scales_next{};
+  if (num_tiles > 0) {
+    raw = load_raw(p, rows, item.kv_begin, item.kv_end);
+    scales = load_scales(p, rows, item.kv_begin, item.kv_end);
+  }
+  if (num_tiles > 1) {
+    raw_next = load_raw(p, rows, item.kv_begin + kTile, item.kv_end);
+    scales_next = load_scales(p, rows, item.kv_begin + kTile, item.kv_end);
+  }
+  store_q(sm, q_regs);
+  if (num_tiles > 0) {
+    store_raw(sm, raw);
+    store_scales(sm, scales, item.kv_begin, item.kv_end);
+  }
+  fence_proxy_async();  // Q stores (generic proxy) → wgmma reads (async proxy)
+  __syncthreads();      // Q and tile 0 stored
+
+  // This thread's 4 heads, in accumulator column order: 2c, 2c+1, 8+2c, 9+2c.
+  const int head[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
+  SoftmaxState<float> st[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) st[i] = SoftmaxState<float>::empty();
+  float o[kMTiles][8];  // Oᵀ: m-tile mt, rows = value rows 64mt + 16w + g (+8), cols = heads
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) o[mt][i] = 0.f;
+  }
+  int a_run = -1;  // the largest R_w so far (−1 before the first tile)
+  // Descriptors; a k step advances the start address (bits 0–13, in 16-byte units) without
+  // carrying out of the field (shared memory < 256 KB).
+  const std::uint64_t desc_q = desc(sm.q.bytes[0][0][0], CoreTile<kNumHeads, 2 * kHeadDim>::sbo());
+  const std::uint64_t desc_p = desc(sm.p.bytes[0][0][0], CoreTile<kNumHeads, 2 * kTile>::sbo());
+  const std::uint64_t desc_vt = desc(sm.vt[0][0][0], kVtSbo, 128);  // MN-major: LBO steps 8 tokens
+
+  // Sᵀ (tokens × heads) = K · Qᵀ in register batches of 4 k16 steps, two in flight (even and odd
+  // batches: two accumulator chains, each started fresh). Batch 0 is the rope (steps 32..35: no Vt),
+  // issued at the end of the iteration before, under that iteration's P·V; batches 1..8 (steps
+  // 0..31) also fill Vt, once P·V of the tile before has retired.
+  float sacc[2][8];
+  std::uint32_t ka[2][T::kBatch][4];
+  const auto s_batch = [&](int bt, const KLoad& x) {
+    const int k0 = bt == 0 ? kSteps - T::kBatch : (bt - 1) * T::kBatch;
+    k_convert(sm, k0, x, ka[bt % 2]);
+    fence_regs(sacc[bt % 2]);
+    wgmma_fence();
+#pragma unroll
+    for (int i = 0; i < T::kBatch; ++i) {
+      const std::uint64_t b = desc_q + 16 * (k0 + i);  // + 256 bytes per k16 step
+      if (bt < 2 && i == 0) {
+        wgmma_rs_bf16<false>(sacc[bt % 2], ka[bt % 2][i], b);
+      } else {
+        wgmma_rs_bf16(sacc[bt % 2], ka[bt % 2][i], b);
+      }
+    }
+    wgmma_commit();
+  };
+  // The head start of a tile's S (its raw tile and scales stored and visible): the rope batch's codes,
+  // the tile's factors, then batch 1's loads go out before the rope batch is converted.
+  int r_w = 127;  // R_w of the tile whose S is under way
+  KLoad next{};   // the loads of the next S batch
+  const auto head_start = [&]() {
+    KLoad rope;
+    k_codes(sm, kSteps - T::kBatch, rope);
+    r_w = tile_factors(sm, warp, lane);
+    k_factors(sm, kSteps - T::kBatch, rope);
+    next = k_load(sm, 0);
+    s_batch(0, rope);
+  };
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) fence_regs(o[mt]);  // O defined before any wgmma is in flight
+  if (num_tiles > 0) head_start();
+
+  for (int t = 0; t < num_tiles; ++t) {
+    const int t0 = item.kv_begin + t * kTile;
+    wgmma_wait<0>();  // P·V of tile t − 1 and the rope batch of tile t retired
+    __syncthreads();  // ... in every warp: Vt and P are free
+
+#pragma unroll
+    for (int bt = 1; bt < T::kBatches; ++bt) {
+      if (bt >= 3) wgmma_wait<1>();  // batch bt − 2 retired: its registers are free
+      const KLoad x = next;
+      if (bt + 1 < T::kBatches) next = k_load(sm, bt * T::kBatch);
+      s_batch(bt, x);
+    }
+    wgmma_wait<0>();
+    fence_regs(sacc[0]);
+    fence_regs(sacc[1]);
+    float s[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) s[i] = sacc[0][i] + sacc[1][i];
+#pragma unroll
+    for (int b2 = 0; b2 < 2; ++b2) {
+#pragma unroll
+      for (int i = 0; i < T::kBatch; ++i) fence_regs(ka[b2][i]);
+    }
+
+    // Online softmax. s[j0] / s[j0 + 2]: tokens g / g+8 of the warp, head column i (see head[]).
+    const int u0 = 16 * warp + g;  // tile tokens u0 and u0 + 8
+    const bool v0 = t0 + u0 < item.kv_end, v1 = t0 + u0 + 8 < item.kv_end;
+    const float ls = p.logit_scale * decode_e8m0(std::uint8_t(r_w));  // K = K' · 2^(R_w − 127)
+    float x[4][2], mx[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int j0 = (i / 2) * 4 + (i % 2);
+      x[i][0] = v0 ? s[j0] * ls : -INFINITY;
+      x[i][1] = v1 ? s[j0 + 2] * ls : -INFINITY;
+      mx[i] = fmaxf(x[i][0], x[i][1]);
+#pragma unroll
+      for (int off = 4; off < 32; off <<= 1) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], off));
+    }
+    if (g == 0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sm.red[warp][head[i]] = mx[i];
+    }
+    if (lane == 0) sm.rw[warp] = r_w;
+    __syncthreads();  // red, rw complete; every warp has read the raw tile
+
+    // The raw stage is free: tile t + 1 goes in from registers, tile t + 2's loads go out. (The
+    // scales of a warp's tokens are stored and read by that warp alone.)
+    if (t + 1 < num_tiles) {
+      store_raw(sm, raw_next);
+      store_scales(sm, scales_next, t0 + kTile, item.kv_end);
+    }
+    if (t + 2 < num_tiles) {
+      raw_next = load_raw(p, rows, t0 + 2 * kTile, item.kv_end);
+      scales_next = load_scales(p, rows, t0 + 2 * kTile, item.kv_end);
+    }
+
+    // A = the largest R_w seen so far (never decreasing, so O only ever shrinks by 2^(A − A'));
+    // Oᵀ is kept in units of 2^(A − 127).
+    const int a_new = max(a_run, max(max(sm.rw[0], sm.rw[1]), max(sm.rw[2], sm.rw[3])));
+    const float a_shift = a_run < 0 ? 1.f : ldexpf(1.f, a_run - a_new);
+    a_run = a_new;
+    const float pscale = ldexpf(1.f, r_w - a_new);
+    float f[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int h = head[i];
+      f[i] = st[i].rescale_to(fmaxf(fmaxf(sm.red[0][h], sm.red[1][h]), fmaxf(sm.red[2][h], sm.red[3][h])));
+      const float p0 = __expf(x[i][0] - st[i].m), p1 = __expf(x[i][1] - st[i].m);
+      st[i].add(p0 + p1);
+      std::uint8_t* base = &sm.p.bytes[h / 8][0][h % 8][0];  // bf16 P·2^(R_w − A), tokens in order
+      *reinterpret_cast<std::uint16_t*>(base + (u0 / 8) * 128 + (u0 % 8) * 2) = float_to_bf16(p0 * pscale);
+      *reinterpret_cast<std::uint16_t*>(base + (u0 / 8 + 1) * 128 + (u0 % 8) * 2) = float_to_bf16(p1 * pscale);
+    }
+    // P·V accumulates straight into Oᵀ, so Oᵀ takes its rescale first — skipped when no head's max
+    // moved and A stayed (every factor exactly 1).
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f[i] *= a_shift;
+    if (f[0] != 1.f || f[1] != 1.f || f[2] != 1.f || f[3] != 1.f) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o[mt][i] *= f[(i / 4) * 2 + (i % 2)];
+      }
+    }
+    fence_proxy_async();  // Vt and P (generic stores) → wgmma reads
+    __syncthreads();      // P, Vt and tile t + 1 complete
+
+    // Oᵀ += Vt · Pᵀ: 8 m-tiles × 4 k16 steps, both operands in shared memory.
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) fence_regs(o[mt]);
+    wgmma_fence();
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int kk = 0; kk < T::kPvSteps; ++kk) {
+        // m-tile: 8 value-row groups (8 KB); k step: two token groups (256 B).
+        wgmma_ss_bf16_mn(o[mt], desc_vt + (8 * kVtSbo / 16) * mt + 16 * kk, desc_p + 16 * kk);
+      }
+    }
+    wgmma_commit();
+    // Under P·V: the next tile's factors and its rope batch of S (neither touches Vt, P or O). After
+    // the last tile the batch runs on the stale stage and is discarded: one wgmma group per iteration
+    // whatever the path, so that ptxas can prove O retired before it is read (else it serializes).
+    head_start();
+  }
+  wgmma_wait<0>();
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) fence_regs(o[mt]);
+
+  // l: this thread's partial sums → warp (over g) → CTA (over warps). Every thread holds the same
+  // m for a head, so the partial states add.
+  __syncthreads();  // red[] free
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float l = st[i].l;
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+    if (g == 0) sm.red[warp][head[i]] = l;
+  }
+  __syncthreads();
+  float inv[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int h = head[i];
+    st[i].l = sm.red[0][h] + sm.red[1][h] + sm.red[2][h] + sm.red[3][h];
+    inv[i] = st[i].inv_l() * p.value_scale;
+    inv[i] *= a_run < 0 ? 1.f : decode_e8m0(std::uint8_t(a_run));  // Oᵀ's 2^(A − 127)
+    if (warp == 0 && g == 0) {
+      if (item.partial >= 0) {
+        p.partial_lse[std::int64_t(item.partial) * kNumHeads + h] = st[i].lse();
+      } else if (p.lse != nullptr) {
+        p.lse[std::int64_t(item.request) * kNumHeads + h] = st[i].lse();
+      }
+    }
+  }
+  // o[mt][j]: j = 0/1 heads 2c/2c+1 at value row R = 64mt + 16w + g, 2/3 the same heads at R + 8
+  // (dims D and D + 1, value_row_dim), 4..7 heads 8+2c, 9+2c.
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+    const int dim = value_row_dim(64 * mt + 16 * warp + g);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int j0 = (i / 2) * 4 + (i % 2);
+      const float a = o[mt][j0] * inv[i], b = o[mt][j0 + 2] * inv[i];
+      if (item.partial < 0) {
+        std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + head[i]) * kValueDim + dim;
+        *reinterpret_cast<std::uint32_t*>(out) = std::uint32_t(float_to_bf16(a)) | std::uint32_t(float_to_bf16(b))
+                                                                                       << 16;
+      } else {
+        float* out = p.partial_o + (std::int64_t(item.partial) * kNumHeads + head[i]) * kValueDim + dim;
+        *reinterpret_cast<float2*>(out) = make_float2(a, b);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int decode_mxfp4_ctas_per_sm() {
+  return Traits::kCtasPerSm;
+}
+cudaError_t prepare_decode_mxfp4() {
+  return cudaFuncSetAttribute(decode_mxfp4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Smem)));
+}
+cudaError_t launch_decode_mxfp4(const DecodeParams& p, cudaStream_t stream) {
+  decode_mxfp4_kernel<<<p.num_items, kThreads, sizeof(Smem), stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace mla::sm90

@@ -1,0 +1,121 @@
+// wgmma building blocks shared by the sm90 wgmma decode kernels (decode_fp8.cu,
+// decode_mxfp4.cu): shared-memory descriptors of the no-swizzle canonical layouts, the
+// warpgroup-level MMA wrappers, register fences, and Q's global loads. One warpgroup per CTA.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/sm90/decode_params.h"
+#include "kernels/sm90/primitives.h"
+#include "mla/mla.h"
+
+namespace mla::sm90::wg {
+
+constexpr int kThreads = 128;  // one warpgroup
+constexpr int kWarps = kThreads / 32;
+constexpr int kTile = 64;                // tokens per tile: the wgmma M
+constexpr int kSteps = kHeadDim / 16;    // k16 steps of S (36)
+constexpr int kMTiles = kValueDim / 64;  // m64 tiles of Oᵀ (8)
+static_assert(kTile == 16 * kWarps, "each warp owns 16 tokens of the tile (wgmma M rows)");
+
+// Canonical K-major, no-swizzle wgmma layout: core matrices of 8 rows × 16 bytes (128 B,
+// contiguous); core matrices adjacent in K 128 B apart (LBO), 8-row groups one row-block apart (SBO).
+template <int kRows, int kKBytes>
+struct CoreTile {
+  static constexpr int kChunks = kKBytes / 16;
+  static constexpr int sbo() { return kChunks * 128; }  // bytes between 8-row groups
+  alignas(128) std::uint8_t bytes[kRows / 8][kChunks][8][16];
+};
+
+// ── wgmma ───────────────────────────────────────────────────────────────────────────────────────
+// Descriptor of a no-swizzle canonical layout: core matrices (8 × 16 bytes, contiguous) `lbo` bytes
+// apart along the leading dimension and `sbo` bytes apart along the strided one. K-major: LBO steps
+// K, SBO steps M/N by 8 rows. MN-major: LBO steps K by 8, SBO steps M/N by 8 elements.
+__device__ __forceinline__ std::uint64_t desc(const void* smem, int sbo, int lbo = 128) {
+  const std::uint32_t a = smem_addr(smem);
+  return std::uint64_t((a & 0x3FFFF) >> 4) | (std::uint64_t(lbo >> 4) << 16) | (std::uint64_t(sbo >> 4) << 32);
+}
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+// Keeps the compiler from moving accumulator reads/writes across the asynchronous wgmma.
+__device__ __forceinline__ void fence_regs(float (&d)[8]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+__device__ __forceinline__ void fence_regs(std::uint32_t (&a)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[i])::"memory");
+}
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// D[64×16] (+)= A · Bᵀ with A in registers (this warp's 16 rows of the 64) and B[16 × K] in shared
+// memory. kAccumulate = false starts a fresh accumulator (D's old contents ignored).
+// e4m3, K = 32:
+template <bool kAccumulate = true>
+__device__ __forceinline__ void wgmma_rs(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, acc, 1, "
+      "1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(int(kAccumulate)));
+}
+// fp16, K = 16:
+template <bool kAccumulate = true>
+__device__ __forceinline__ void wgmma_rs_f16(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, acc, 1, 1, "
+      "0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(int(kAccumulate)));
+}
+// bf16, K = 16:
+template <bool kAccumulate = true>
+__device__ __forceinline__ void wgmma_rs_bf16(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, acc, 1, "
+      "1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(int(kAccumulate)));
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// bf16, K = 16, both operands in shared memory: A MN-major (transposed), B K-major.
+__device__ __forceinline__ void wgmma_ss_bf16_mn(float (&d)[8], std::uint64_t a, std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, acc, 1, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(a), "l"(b));
+}
+
+// ── Q ───────────────────────────────────────────────────────────────────────────────────────────
+// fetch_q issues Q's loads of q row `v` (first thing in a kernel: they need only the work item);
+// each kernel's store_q converts and stores them in its own layout.
+constexpr int kQPieces = kNumHeads * kHeadDim / 8;  // 8 bf16 each
+constexpr int kQPerThread = kQPieces / kThreads;
+static_assert(kQPieces % kThreads == 0, "whole Q pieces per thread");
+struct QRegs {
+  uint4 x[kQPerThread];
+};
+__device__ __forceinline__ QRegs fetch_q(const DecodeParams& p, int v) {
+  const uint4* src = reinterpret_cast<const uint4*>(p.q + std::int64_t(v) * kNumHeads * kHeadDim);
+  QRegs q;
+#pragma unroll
+  for (int j = 0; j < kQPerThread; ++j) q.x[j] = __ldg(src + threadIdx.x + j * kThreads);
+  return q;
+}
+
+}  // namespace mla::sm90::wg
