@@ -160,6 +160,7 @@ std::string CaseSpec::name() const {
   }
   if (dist == Distribution::peaked) n += " peaked";
   if (spare_rows > 0) n += " spare" + std::to_string(spare_rows);
+  if (row_padding > 0) n += " pad" + std::to_string(row_padding);
   if (seed != 1) n += " seed" + std::to_string(seed);
   return n;
 }
@@ -175,7 +176,7 @@ Problem HostInputs::problem(std::uint16_t* out, float* lse) const {
   p.kv.format = spec.format;
   p.kv.data = kv_data.data();
   p.kv.rows = kv_rows;
-  p.kv.row_stride_bytes = kv_row_bytes(spec.format);
+  p.kv.row_stride_bytes = kv_row_stride;
   p.kv.fp8_scale = fp8_scale;
   if (spec.format == KvFormat::mxfp4) {
     p.kv.scales = kv_scales.data();
@@ -225,6 +226,9 @@ HostInputs make_inputs(const CaseSpec& spec, int threads) {
     throw std::invalid_argument("make_inputs: scale_stride must be >= 18");
   }
   if (spec.spare_rows < 0) throw std::invalid_argument("make_inputs: spare_rows must be >= 0");
+  if (spec.row_padding < 0 || spec.row_padding % 16 != 0) {
+    throw std::invalid_argument("make_inputs: row_padding must be a non-negative multiple of 16");
+  }
 
   HostInputs in;
   in.spec = spec;
@@ -426,6 +430,16 @@ HostInputs make_inputs(const CaseSpec& spec, int threads) {
       if (failed) throw std::runtime_error("make_inputs: quantize_mxfp4 failed: " + failure);
       break;
     }
+  }
+  // Padded rows: the dense rows spread to the row stride, the padding 0xFF.
+  const std::int64_t row_bytes = kv_row_bytes(spec.format);
+  in.kv_row_stride = row_bytes + spec.row_padding;
+  if (spec.row_padding > 0) {
+    std::vector<std::uint8_t> padded(std::size_t(in.kv_rows * in.kv_row_stride), 0xFF);
+    for (std::int64_t r = 0; r < in.kv_rows; ++r) {
+      std::memcpy(padded.data() + r * in.kv_row_stride, in.kv_data.data() + r * row_bytes, std::size_t(row_bytes));
+    }
+    in.kv_data = std::move(padded);
   }
   return in;
 }

@@ -30,6 +30,9 @@ struct CaseSpec {
   // fills the unused tail slots of partly used pages and the mxfp4 scale padding columns
   // (scale_stride > 18) with NaN bytes (0xFF); with spare_rows == 0 tail slots are zero rows.
   std::int64_t spare_rows = 0;
+  // Bytes of padding after every KV row (a multiple of 16): the cache's row stride is the format's
+  // row bytes plus this; the padding holds 0xFF bytes (NaN in bf16 and fp8), which no kernel may read.
+  std::int64_t row_padding = 0;
 
   static CaseSpec uniform(int batch, int kv_len, KvFormat format);
   std::string name() const;  // e.g. "fp8 b4 kv1024 paged64 peaked"
@@ -45,7 +48,8 @@ struct HostInputs {
   std::vector<std::int32_t> kv_indptr;  // [B+1]
   std::int64_t kv_rows = 0;             // physical rows
   std::vector<std::uint16_t> kv_bf16;   // [kv_rows × 576] the bf16 source (all formats)
-  std::vector<std::uint8_t> kv_data;    // [kv_rows × kv_row_bytes(format)] the cache in `format`
+  std::vector<std::uint8_t> kv_data;    // [kv_rows × kv_row_stride] the cache in `format`
+  std::int64_t kv_row_stride = 0;       // kv_row_bytes(format) + spec.row_padding
   std::vector<std::uint8_t> kv_scales;  // mxfp4: [kv_rows × scale_stride]
   float fp8_scale = 1.0f;
   std::vector<std::int32_t> page_table;  // paged: [batch × stride] or flat [Σ L] (page_size 1)

@@ -107,6 +107,21 @@ TEST(GpuDecode, RaggedLengthsIncludingEdgesInOneBatch) {
   }
 }
 
+TEST(GpuDecode, PaddedKvRowsContiguousAndPaged) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (KvFormat f : kFormats) {
+    for (int page : {0, 16}) {
+      CaseSpec spec;
+      spec.kv_lens = {256, 100, 1, 64, 1000};  // full and partial tiles
+      spec.format = f;
+      spec.page_size = page;
+      spec.row_padding = 32;  // stride = row bytes + 32, the padding NaN bytes
+      spec.seed = 23 + page;
+      expect_correct(spec);
+    }
+  }
+}
+
 TEST(GpuDecode, BatchesOneTo512) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (int batch : {1, 2, 3, 17, 64, 133, 256, 512}) {

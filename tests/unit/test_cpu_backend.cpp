@@ -96,6 +96,19 @@ TEST(CpuBackend, RaggedWithSpareNanRows) {
   }
 }
 
+TEST(CpuBackend, PaddedKvRows) {
+  for (KvFormat f : kFormats) {
+    for (int ps : {0, 16}) {
+      CaseSpec spec;
+      spec.kv_lens = {256, 100, 1, 64};
+      spec.format = f;
+      spec.page_size = ps;
+      spec.row_padding = 32;  // NaN padding after every row: read it and the result is NaN
+      check_case(spec);
+    }
+  }
+}
+
 TEST(CpuBackend, LongRequest8191) {
   for (KvFormat f : kFormats) {
     CaseSpec spec;

@@ -311,5 +311,28 @@ TEST(Inputs, AllEmptyRequestsStillFormAValidProblem) {
   }
 }
 
+TEST(Inputs, RowPaddingSpreadsTheRowsAndPoisonsThePadding) {
+  for (KvFormat f : {KvFormat::bf16, KvFormat::fp8, KvFormat::mxfp4}) {
+    CaseSpec spec = CaseSpec::uniform(2, 70, f);
+    const HostInputs dense = make_inputs(spec);
+    spec.row_padding = 48;
+    const HostInputs padded = make_inputs(spec);
+    const std::int64_t rb = kv_row_bytes(f);
+    ASSERT_EQ(dense.kv_row_stride, rb);
+    ASSERT_EQ(padded.kv_row_stride, rb + 48);
+    ASSERT_EQ(padded.kv_rows, dense.kv_rows);
+    ASSERT_EQ(padded.kv_data.size(), std::size_t(padded.kv_rows * (rb + 48)));
+    for (std::int64_t r = 0; r < padded.kv_rows; ++r) {
+      const auto row = padded.kv_data.begin() + r * (rb + 48);
+      EXPECT_TRUE(std::equal(row, row + rb, dense.kv_data.begin() + r * rb)) << "row " << r;
+      EXPECT_TRUE(std::all_of(row + rb, row + rb + 48, [](std::uint8_t b) { return b == 0xFF; })) << "row " << r;
+    }
+    EXPECT_EQ(padded.problem(nullptr, nullptr).kv.row_stride_bytes, rb + 48);
+  }
+  CaseSpec bad = CaseSpec::uniform(1, 8, KvFormat::fp8);
+  bad.row_padding = 8;
+  EXPECT_THROW(make_inputs(bad), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace mla::testing

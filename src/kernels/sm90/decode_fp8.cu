@@ -114,7 +114,8 @@ __device__ __forceinline__ int p_slot(int u) {
 // 16w..16w+15, four at a time: lanes 8i..8i+7 take 128 contiguous bytes of one row per request
 // (whole lines from global memory, one bank sweep per quarter-warp in shared memory). Two steps:
 // tile_sources resolves the thread's four rows (paged: its page-table loads go out here, well
-// before the copies need them; rows past `end` point at token t0, which exists, and copy 0 bytes),
+// before the copies need them; rows past `end` point at token t0, which exists, and copy 0 bytes;
+// a full tile of a contiguous cache skips the lookups),
 // copy_rows<i0, i1> issues rows [i0, i1) — each copy its row's base plus a constant, no branch.
 struct TileSources {
   const std::uint8_t* src[4];  // this lane's first byte of each of its rows
@@ -123,10 +124,18 @@ struct TileSources {
 __device__ __forceinline__ TileSources tile_sources(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   TileSources ts;
+  const int n0 = t0 + 16 * warp + lane / 8;      // row i: token n0 + 4i
+  if (rows.contiguous() && t0 + kTile <= end) {  // a full tile of a contiguous cache: base + stride
+    ts.valid = 0xFu;
+    const std::uint8_t* src = p.kv + (rows.row_base + n0) * p.kv_row_stride + (lane % 8) * 16;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) ts.src[i] = src + 4 * i * p.kv_row_stride;
+    return ts;
+  }
   ts.valid = 0;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const int n = t0 + 16 * warp + 4 * i + lane / 8;
+    const int n = n0 + 4 * i;
     ts.valid |= (n < end ? 1u : 0u) << i;
     ts.src[i] = p.kv + rows.row_or_first(n, t0, end) * p.kv_row_stride + (lane % 8) * 16;
   }
@@ -469,9 +478,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       const float a = o[mt][j0] * inv[i], b = o[mt][j0 + 2] * inv[i];
       if (item.partial < 0) {
         std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + head[i]) * kValueDim + dim;
-        std::uint32_t packed;
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(b), "f"(a));
-        *reinterpret_cast<std::uint32_t*>(out) = packed;
+        *reinterpret_cast<std::uint32_t*>(out) = bf16x2_rn(a, b);
       } else {
         float* out = p.partial_o + (std::int64_t(item.partial) * kNumHeads + head[i]) * kValueDim + dim;
         *reinterpret_cast<float2*>(out) = make_float2(a, b);

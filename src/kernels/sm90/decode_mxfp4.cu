@@ -107,18 +107,27 @@ __device__ __forceinline__ int value_row_dim(int r) {
 }
 
 // ── raw tile: global → registers → shared memory ───────────────────────────────────────────────
-// Thread → chunks tid + 128i (i < 9) of the tile's 64 × 18 chunks: row = chunk / 18. Rows past
-// `end` load token t0's row (it exists; its values meet P = 0 and masked logits only).
+// Thread → chunks tid + 128i (i < 9) of the tile's 64 × 18 chunks (row = chunk / 18): every warp
+// load is 512 contiguous bytes of a dense tile. A full tile of a contiguous cache with unpadded rows
+// (stride 288) is one base address plus constants; otherwise (paged, padded rows, or the request's
+// last tile) each chunk's row is looked up, rows past `end` loading token t0's row (it exists; its
+// values meet P = 0 and masked logits only).
 struct RawRegs {
   uint4 x[Traits::kRawPerThread];
 };
 __device__ __forceinline__ RawRegs load_raw(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
+  const auto ldg = [](const std::uint8_t* src) { return __ldg(reinterpret_cast<const uint4*>(src)); };
   RawRegs r;
+  if (rows.contiguous() && t0 + kTile <= end && p.kv_row_stride == Traits::kRowBytes) {
+    const std::uint8_t* src = p.kv + (rows.row_base + t0) * Traits::kRowBytes + 16 * threadIdx.x;
 #pragma unroll
-  for (int i = 0; i < Traits::kRawPerThread; ++i) {
-    const int idx = threadIdx.x + kThreads * i, row = idx / Traits::kChunks, chunk = idx % Traits::kChunks;
-    const std::uint8_t* src = p.kv + rows.row_or_first(t0 + row, t0, end) * p.kv_row_stride + chunk * 16;
-    r.x[i] = __ldg(reinterpret_cast<const uint4*>(src));
+    for (int i = 0; i < Traits::kRawPerThread; ++i) r.x[i] = ldg(src + 16 * kThreads * i);
+  } else {
+#pragma unroll
+    for (int i = 0; i < Traits::kRawPerThread; ++i) {
+      const int idx = threadIdx.x + kThreads * i, row = idx / Traits::kChunks, chunk = idx % Traits::kChunks;
+      r.x[i] = ldg(p.kv + rows.row_or_first(t0 + row, t0, end) * p.kv_row_stride + chunk * 16);
+    }
   }
   return r;
 }
@@ -138,9 +147,9 @@ struct ScaleRegs {
 };
 __device__ __forceinline__ ScaleRegs load_scales(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
   const int r = threadIdx.x / 2, half = threadIdx.x % 2;
-  const unsigned short* src =
-      reinterpret_cast<const unsigned short*>(p.kv_scales + rows.row_or_first(t0 + r, t0, end) * p.scale_stride) +
-      5 * half;
+  const std::int64_t row =
+      rows.contiguous() && t0 + kTile <= end ? rows.row_base + t0 + r : rows.row_or_first(t0 + r, t0, end);
+  const unsigned short* src = reinterpret_cast<const unsigned short*>(p.kv_scales + row * p.scale_stride) + 5 * half;
   ScaleRegs sr;
 #pragma unroll
   for (int i = 0; i < 5; ++i) sr.v[i] = (half == 0 || i < 4) ? __ldg(src + i) : 0u;
@@ -421,8 +430,8 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       const float p0 = __expf(x[i][0] - st[i].m), p1 = __expf(x[i][1] - st[i].m);
       st[i].add(p0 + p1);
       std::uint8_t* base = &sm.p.bytes[h / 8][0][h % 8][0];  // bf16 P·2^(R_w − A), tokens in order
-      *reinterpret_cast<std::uint16_t*>(base + (u0 / 8) * 128 + (u0 % 8) * 2) = float_to_bf16(p0 * pscale);
-      *reinterpret_cast<std::uint16_t*>(base + (u0 / 8 + 1) * 128 + (u0 % 8) * 2) = float_to_bf16(p1 * pscale);
+      *reinterpret_cast<std::uint16_t*>(base + (u0 / 8) * 128 + (u0 % 8) * 2) = bf16_rn(p0 * pscale);
+      *reinterpret_cast<std::uint16_t*>(base + (u0 / 8 + 1) * 128 + (u0 % 8) * 2) = bf16_rn(p1 * pscale);
     }
     // P·V accumulates straight into Oᵀ, so Oᵀ takes its rescale first — skipped when no head's max
     // moved and A stayed (every factor exactly 1).
@@ -497,8 +506,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       const float a = o[mt][j0] * inv[i], b = o[mt][j0 + 2] * inv[i];
       if (item.partial < 0) {
         std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + head[i]) * kValueDim + dim;
-        *reinterpret_cast<std::uint32_t*>(out) = std::uint32_t(float_to_bf16(a)) | std::uint32_t(float_to_bf16(b))
-                                                                                       << 16;
+        *reinterpret_cast<std::uint32_t*>(out) = bf16x2_rn(a, b);
       } else {
         float* out = p.partial_o + (std::int64_t(item.partial) * kNumHeads + head[i]) * kValueDim + dim;
         *reinterpret_cast<float2*>(out) = make_float2(a, b);

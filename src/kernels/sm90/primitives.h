@@ -67,6 +67,7 @@ struct KvRowMap {
           p.page_table_stride > 0 ? std::int64_t(b) * p.page_table_stride : std::int64_t(__ldg(p.kv_indptr + b));
     }
   }
+  __device__ bool contiguous() const { return p.page_table == nullptr; }
   __device__ std::int64_t operator()(int n) const {
     if (p.page_table == nullptr) return row_base + n;
     const std::int64_t page = __ldg(p.page_table + page_base + (n >> p.page_shift));
