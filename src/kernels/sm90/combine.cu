@@ -5,10 +5,10 @@
 // 128·G threads = 128 dim lanes (4 value dims each) × G partial groups, G = 1..4 from the longest
 // split (more loads in flight where few CTAs stream many partials). The CTA first merges the
 // partial LSEs (each thread a strided subset, then warp butterflies and one shared-memory step of
-// SoftmaxState::merge), puts every partial's weight in shared memory, then group g sums partials
-// g, g + G, … with 8 independent 16-byte loads in flight per thread, and group 0 adds the group
-// sums in a fixed order (deterministic). Partials are finite (an empty one is zeros), so a zero
-// weight needs no branch.
+// SoftmaxState::merge; a thread keeps its first LSE for its weight), puts every partial's weight in
+// shared memory, then group g sums partials g, g + G, … with 8 independent 16-byte loads in flight
+// per thread, and group 0 adds the group sums in a fixed order (deterministic). Partials are finite
+// (an empty one is zeros), so a zero weight needs no branch.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -58,8 +58,11 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_const
   };
   load_batch(0, grp, min(kWeightChunk, split.num_partials));
   SoftmaxState<float> st = SoftmaxState<float>::empty();
+  float first_lse = 0.f;  // this thread's first partial LSE, kept for its weight (no second load)
   for (int i = threadIdx.x; i < split.num_partials; i += threads) {
-    st = merge(st, SoftmaxState<float>::from_lse(lse[std::int64_t(i) * kNumHeads]));
+    const float x = lse[std::int64_t(i) * kNumHeads];
+    if (i == int(threadIdx.x)) first_lse = x;
+    st = merge(st, SoftmaxState<float>::from_lse(x));
   }
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) {
@@ -78,7 +81,10 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_const
   for (int base = 0; base < split.num_partials; base += kWeightChunk) {
     const int n = min(kWeightChunk, split.num_partials - base);
     __syncthreads();  // the previous chunk's weights are consumed
-    for (int i = threadIdx.x; i < n; i += threads) weight[i] = st.weight_of(lse[std::int64_t(base + i) * kNumHeads]);
+    for (int i = threadIdx.x; i < n; i += threads) {
+      weight[i] =
+          st.weight_of(base == 0 && i == int(threadIdx.x) ? first_lse : lse[std::int64_t(base + i) * kNumHeads]);
+    }
     __syncthreads();
     for (int i = grp; i < n; i += groups * kUnroll) {
       if (base > 0 || i > grp) load_batch(base, i, n);  // the first batch is already in flight

@@ -328,9 +328,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   // 0..31) also fill Vt, once P·V of the tile before has retired.
   float sacc[2][8];
   std::uint32_t ka[2][T::kBatch][4];
-  const auto s_batch = [&](int bt, const KLoad& x) {
+  const auto s_batch = [&](int bt, const KLoad& x, bool convert = true) {
     const int k0 = bt == 0 ? kSteps - T::kBatch : (bt - 1) * T::kBatch;
-    k_convert(sm, k0, x, ka[bt % 2]);
+    if (convert) k_convert(sm, k0, x, ka[bt % 2]);
     fence_regs(sacc[bt % 2]);
     wgmma_fence();
 #pragma unroll
@@ -345,20 +345,25 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     wgmma_commit();
   };
   // The head start of a tile's S (its raw tile and scales stored and visible): the rope batch's codes,
-  // the tile's factors, then batch 1's loads go out before the rope batch is converted.
+  // the tile's factors, then batch 1's loads go out before the rope batch is converted. After the
+  // last tile (`real` false) only the wgmmas go out, on stale registers, and are discarded: one
+  // wgmma group per iteration whatever the path, so that ptxas can prove O retired before it is
+  // read (a conditional group makes it serialize every wgmma).
   int r_w = 127;  // R_w of the tile whose S is under way
   KLoad next{};   // the loads of the next S batch
-  const auto head_start = [&]() {
-    KLoad rope;
-    k_codes(sm, kSteps - T::kBatch, rope);
-    r_w = tile_factors(sm, warp, lane);
-    k_factors(sm, kSteps - T::kBatch, rope);
-    next = k_load(sm, 0);
-    s_batch(0, rope);
+  const auto head_start = [&](bool real) {
+    KLoad rope{};
+    if (real) {
+      k_codes(sm, kSteps - T::kBatch, rope);
+      r_w = tile_factors(sm, warp, lane);
+      k_factors(sm, kSteps - T::kBatch, rope);
+      next = k_load(sm, 0);
+    }
+    s_batch(0, rope, real);
   };
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) fence_regs(o[mt]);  // O defined before any wgmma is in flight
-  if (num_tiles > 0) head_start();
+  if (num_tiles > 0) head_start(true);
 
   for (int t = 0; t < num_tiles; ++t) {
     const int t0 = item.kv_begin + t * kTile;
@@ -460,10 +465,8 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       }
     }
     wgmma_commit();
-    // Under P·V: the next tile's factors and its rope batch of S (neither touches Vt, P or O). After
-    // the last tile the batch runs on the stale stage and is discarded: one wgmma group per iteration
-    // whatever the path, so that ptxas can prove O retired before it is read (else it serializes).
-    head_start();
+    // Under P·V: the next tile's factors and its rope batch of S (neither touches Vt, P or O).
+    head_start(t + 1 < num_tiles);
   }
   wgmma_wait<0>();
 #pragma unroll
