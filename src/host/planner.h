@@ -26,10 +26,6 @@ struct WorkItem {
   std::int32_t kv_begin;  // first logical token (inclusive)
   std::int32_t kv_end;    // last logical token (exclusive); kv_begin == kv_end only for L_b = 0
   std::int32_t partial;   // slot in the partial buffers, or -1: write out/lse directly
-  // kv_indptr[request / s_q]: the request's first cache row (contiguous) or first kv_indices entry
-  // (flat page table), filled by the cuda plan so that no CTA waits on a kv_indptr load (kv_indptr
-  // is Σ of the lengths, so it changes only when they do, and plan() runs again then).
-  std::int32_t kv_base = 0;
 };
 
 struct RequestSplit {

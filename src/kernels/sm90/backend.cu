@@ -96,9 +96,8 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
     const std::int64_t len = kv[std::size_t(b) + 1] - kv[std::size_t(b)];
     for (int i = 0; i < p.s_q; ++i) lengths[std::size_t(b) * p.s_q + i] = std::int32_t(visible_keys(len, p.s_q, i));
   }
-  WorkList wl =
+  const WorkList wl =
       build_work_list(lengths, sms * sm90::decode_ctas_per_sm(p.kv.format), sm90::decode_tile_tokens(p.kv.format));
-  for (WorkItem& item : wl.items) item.kv_base = kv[std::size_t(item.request / p.s_q)];
   const WorkspaceLayout layout = cuda_layout(p.batch, p.s_q, sms);
   if (bytes < layout.total_bytes) {
     return {StatusCode::workspace_too_small,

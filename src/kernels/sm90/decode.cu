@@ -176,7 +176,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   const int sh = 2 * warp + lane / 16, si = lane % 16;  // softmax: head sh, tokens [si·kTokensLane, +kTokensLane)
 
   // item.request is a q row v = b · s_q + i (its KV range already cut to token i's causal length).
-  const Decoder<F> dec{p, KvRowMap(p, item)};
+  const int b = item.request / p.s_q;
+  const Decoder<F> dec{p, KvRowMap(p, b)};
 
   // Q of this request (16 rows × 1152 bytes) joins the first stage's copy group.
   const std::uint8_t* qsrc =

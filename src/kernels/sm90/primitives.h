@@ -53,19 +53,18 @@ __device__ __forceinline__ void launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
-// Logical token n of a work item's request → its physical KV row (64-bit: the cache may exceed
-// 2^31 bytes). The bases come with the work item (kv_indptr[b], resolved by the plan): no load.
+// Logical token n of request b → its physical KV row (64-bit: the cache may exceed 2^31 bytes).
 struct KvRowMap {
   const DecodeParams& p;
   std::int64_t row_base = 0;   // contiguous: kv_indptr[b]
   std::int64_t page_base = 0;  // paged: first page-table entry of the request
 
-  __device__ KvRowMap(const DecodeParams& params, const WorkItem& item) : p(params) {
+  __device__ KvRowMap(const DecodeParams& params, int b) : p(params) {
     if (p.page_table == nullptr) {
-      row_base = item.kv_base;
+      row_base = __ldg(p.kv_indptr + b);
     } else {
-      page_base = p.page_table_stride > 0 ? std::int64_t(item.request / p.s_q) * p.page_table_stride
-                                          : std::int64_t(item.kv_base);
+      page_base =
+          p.page_table_stride > 0 ? std::int64_t(b) * p.page_table_stride : std::int64_t(__ldg(p.kv_indptr + b));
     }
   }
   __device__ bool contiguous() const { return p.page_table == nullptr; }
