@@ -443,48 +443,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   }
   cp_async_wait<0>();
 
-  // l: this thread's partial sums → warp (over g) → CTA (over warps). Every thread holds the same
-  // m for a head, so the partial states add.
-  __syncthreads();  // red[] free
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float l = st[i].l;
-#pragma unroll
-    for (int off = 4; off < 32; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
-    if (g == 0) sm.red[warp][head[i]] = l;
-  }
-  __syncthreads();
-  float inv[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int h = head[i];
-    st[i].l = sm.red[0][h] + sm.red[1][h] + sm.red[2][h] + sm.red[3][h];
-    inv[i] = st[i].inv_l() * p.value_scale * T::kOutScale;
-    if (warp == 0 && g == 0) {
-      if (item.partial >= 0) {
-        p.partial_lse[std::int64_t(item.partial) * kNumHeads + h] = st[i].lse();
-      } else if (p.lse != nullptr) {
-        p.lse[std::int64_t(item.request) * kNumHeads + h] = st[i].lse();
-      }
-    }
-  }
-  // o[mt][j]: j = 0/1 heads 2c/2c+1 at dim D, 2/3 the same heads at D+1, 4..7 heads 8+2c, 9+2c.
-#pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) {
-    const int dim = v_row_dim(mt, warp, g);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int j0 = (i / 2) * 4 + (i % 2);
-      const float a = o[mt][j0] * inv[i], b = o[mt][j0 + 2] * inv[i];
-      if (item.partial < 0) {
-        std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + head[i]) * kValueDim + dim;
-        *reinterpret_cast<std::uint32_t*>(out) = bf16x2_rn(a, b);
-      } else {
-        float* out = p.partial_o + (std::int64_t(item.partial) * kNumHeads + head[i]) * kValueDim + dim;
-        *reinterpret_cast<float2*>(out) = make_float2(a, b);
-      }
-    }
-  }
+  write_output(p, item, sm.red, st, o, T::kOutScale, [&](int mt) { return v_row_dim(mt, warp, g); });
 }
 
 }  // namespace

@@ -472,50 +472,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) fence_regs(o[mt]);
 
-  // l: this thread's partial sums → warp (over g) → CTA (over warps). Every thread holds the same
-  // m for a head, so the partial states add.
-  __syncthreads();  // red[] free
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float l = st[i].l;
-#pragma unroll
-    for (int off = 4; off < 32; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
-    if (g == 0) sm.red[warp][head[i]] = l;
-  }
-  __syncthreads();
-  float inv[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int h = head[i];
-    st[i].l = sm.red[0][h] + sm.red[1][h] + sm.red[2][h] + sm.red[3][h];
-    inv[i] = st[i].inv_l() * p.value_scale;
-    inv[i] *= a_run < 0 ? 1.f : decode_e8m0(std::uint8_t(a_run));  // Oᵀ's 2^(A − 127)
-    if (warp == 0 && g == 0) {
-      if (item.partial >= 0) {
-        p.partial_lse[std::int64_t(item.partial) * kNumHeads + h] = st[i].lse();
-      } else if (p.lse != nullptr) {
-        p.lse[std::int64_t(item.request) * kNumHeads + h] = st[i].lse();
-      }
-    }
-  }
-  // o[mt][j]: j = 0/1 heads 2c/2c+1 at value row R = 64mt + 16w + g, 2/3 the same heads at R + 8
-  // (dims D and D + 1, value_row_dim), 4..7 heads 8+2c, 9+2c.
-#pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) {
-    const int dim = value_row_dim(64 * mt + 16 * warp + g);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int j0 = (i / 2) * 4 + (i % 2);
-      const float a = o[mt][j0] * inv[i], b = o[mt][j0 + 2] * inv[i];
-      if (item.partial < 0) {
-        std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + head[i]) * kValueDim + dim;
-        *reinterpret_cast<std::uint32_t*>(out) = bf16x2_rn(a, b);
-      } else {
-        float* out = p.partial_o + (std::int64_t(item.partial) * kNumHeads + head[i]) * kValueDim + dim;
-        *reinterpret_cast<float2*>(out) = make_float2(a, b);
-      }
-    }
-  }
+  // Oᵀ is in units of 2^(A − 127); value rows map to dims by value_row_dim.
+  const float o_scale = a_run < 0 ? 1.f : decode_e8m0(std::uint8_t(a_run));
+  write_output(p, item, sm.red, st, o, o_scale, [&](int mt) { return value_row_dim(64 * mt + 16 * warp + g); });
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
 // wgmma building blocks shared by the sm90 wgmma decode kernels (decode_fp8.cu,
 // decode_mxfp4.cu): shared-memory descriptors of the no-swizzle canonical layouts, the
-// warpgroup-level MMA wrappers, register fences, and Q's global loads. One warpgroup per CTA.
+// warpgroup-level MMA wrappers, register fences, Q's global loads and the output epilogue. One warpgroup per CTA.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "kernels/common/softmax_state.h"
 #include "kernels/sm90/decode_params.h"
 #include "kernels/sm90/primitives.h"
 #include "mla/mla.h"
@@ -130,6 +131,60 @@ __device__ __forceinline__ QRegs fetch_q(const DecodeParams& p, int v) {
 #pragma unroll
   for (int j = 0; j < kQPerThread; ++j) q.x[j] = __ldg(src + threadIdx.x + j * kThreads);
   return q;
+}
+
+// ── epilogue ────────────────────────────────────────────────────────────────────────────────────
+// The end of a work item: each head's l summed over the thread's rows (g) and the warps (through
+// `red`, free on entry), the LSE written (partial slot or final), and Oᵀ scaled by 1/l · value_scale
+// · `o_scale` (the kernel's own unit of O) stored as bf16 (direct) or fp32 (partial). st[i] is head
+// 2c, 2c+1, 8+2c, 9+2c for i = 0..3 (same m in every thread: the partial l's add). o[mt][j]: j = 0/1
+// heads 2c/2c+1 at M row R = 64mt + 16w + g, 2/3 the same heads at R + 8, 4..7 heads 8+2c, 9+2c;
+// dim_of(mt) is the dim D of row R, and row R + 8 holds dim D + 1.
+template <class DimOf>
+__device__ __forceinline__ void write_output(const DecodeParams& p, const WorkItem& item,
+                                             float (&red)[kWarps][kNumHeads], SoftmaxState<float> (&st)[4],
+                                             const float (&o)[kMTiles][8], float o_scale, DimOf dim_of) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const int head[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
+  __syncthreads();  // red[] free
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float l = st[i].l;
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+    if (g == 0) red[warp][head[i]] = l;
+  }
+  __syncthreads();
+  float inv[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int h = head[i];
+    st[i].l = red[0][h] + red[1][h] + red[2][h] + red[3][h];
+    inv[i] = st[i].inv_l() * p.value_scale * o_scale;
+    if (warp == 0 && g == 0) {
+      if (item.partial >= 0) {
+        p.partial_lse[std::int64_t(item.partial) * kNumHeads + h] = st[i].lse();
+      } else if (p.lse != nullptr) {
+        p.lse[std::int64_t(item.request) * kNumHeads + h] = st[i].lse();
+      }
+    }
+  }
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+    const int dim = dim_of(mt);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int j0 = (i / 2) * 4 + (i % 2);
+      const float a = o[mt][j0] * inv[i], b = o[mt][j0 + 2] * inv[i];
+      if (item.partial < 0) {
+        std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + head[i]) * kValueDim + dim;
+        *reinterpret_cast<std::uint32_t*>(out) = bf16x2_rn(a, b);
+      } else {
+        float* out = p.partial_o + (std::int64_t(item.partial) * kNumHeads + head[i]) * kValueDim + dim;
+        *reinterpret_cast<float2*>(out) = make_float2(a, b);
+      }
+    }
+  }
 }
 
 }  // namespace mla::sm90::wg
