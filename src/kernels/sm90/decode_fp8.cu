@@ -1,9 +1,9 @@
 // sm90 MLA decode from fp8 (e4m3) KV with wgmma, the tokens in M: Sᵀ = K·Qᵀ, Oᵀ = Vᵀ·Pᵀ.
 //
 // Grid: one CTA per work item (q row v = b·s_q + i, KV range [kv_begin, kv_end)); one warpgroup
-// (128 threads), two CTAs per SM. Tiles of 64 tokens copied as stored with cp.async into rows
-// padded by 16 bytes (conflict-free ldmatrix), 2 stages; the copies of the next tile go out in
-// parts between the S register batches.
+// (128 threads), two CTAs per SM. Tiles of 64 tokens copied as stored by the bulk-copy engine,
+// one 576-byte copy per row, into rows padded by 16 bytes (conflict-free ldmatrix); 2 stages on
+// mbarriers; the next tile's copies go out after the first S register batch.
 // Warp w copies and owns tokens 16w..16w+15 of a tile (its 16 rows of every wgmma M = 64).
 //
 //   Sᵀ = K·Qᵀ    wgmma m64n16k16, fp32 accumulation, A = K in registers from an ldmatrix of the raw
@@ -58,6 +58,7 @@ struct Smem {
   float red[kWarps][kNumHeads];                             // per-warp tile max (then l) per head
   float logit_scale[kNumHeads];                             // per head (× 2^-e)
   unsigned amax[kNumHeads];                                 // |Q| max per head (float bits)
+  std::uint64_t full[T::kStages];                           // stage s holds tile t (t ≡ s): phase t / kStages
   static_assert((kPitch / 16) % 2 == 1, "row pitch must rotate the 16-byte bank groups (ldmatrix rows)");
 };
 static_assert(Traits::kCtasPerSm * (sizeof(Smem) + 1024) <= 228 * 1024,
@@ -110,55 +111,21 @@ __device__ __forceinline__ int p_slot(int u) {
 }
 
 // ── copies ──────────────────────────────────────────────────────────────────────────────────────
-// Tokens [t0, t0 + 64) ∩ [.., end) into stage `s`, rows past `end` zero-filled. Warp w copies rows
-// 16w..16w+15, four at a time: lanes 8i..8i+7 take 128 contiguous bytes of one row per request
-// (whole lines from global memory, one bank sweep per quarter-warp in shared memory). Two steps:
-// tile_sources resolves the thread's four rows (paged: its page-table loads go out here, well
-// before the copies need them; rows past `end` point at token t0, which exists, and copy 0 bytes;
-// a full tile of a contiguous cache skips the lookups),
-// copy_rows<i0, i1> issues rows [i0, i1) — each copy its row's base plus a constant, no branch.
-struct TileSources {
-  const std::uint8_t* src[4];  // this lane's first byte of each of its rows
-  unsigned valid;              // bit i: row i holds a token (< end)
-};
-__device__ __forceinline__ TileSources tile_sources(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  TileSources ts;
-  const int n0 = t0 + 16 * warp + lane / 8;      // row i: token n0 + 4i
-  if (rows.contiguous() && t0 + kTile <= end) {  // a full tile of a contiguous cache: base + stride
-    ts.valid = 0xFu;
-    const std::uint8_t* src = p.kv + (rows.row_base + n0) * p.kv_row_stride + (lane % 8) * 16;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) ts.src[i] = src + 4 * i * p.kv_row_stride;
-    return ts;
-  }
-  ts.valid = 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int n = n0 + 4 * i;
-    ts.valid |= (n < end ? 1u : 0u) << i;
-    ts.src[i] = p.kv + rows.row_or_first(n, t0, end) * p.kv_row_stride + (lane % 8) * 16;
-  }
-  return ts;
+// Tokens [t0, t0 + 64) ∩ [.., end) into stage `s` by the bulk-copy engine: lane l < 16 of warp w
+// copies row 16w + l (576 bytes, one instruction) — a row past `end` gets token t0's row instead
+// (it exists and is finite; its logits are masked, so its P is 0). Thread 0 announces the
+// 64 × 576 bytes on the stage's barrier. Two steps: row_source resolves the lane's row (paged: its
+// page-table load goes out here, well before the copy needs it), copy_row issues the copy.
+__device__ __forceinline__ const std::uint8_t* row_source(const DecodeParams& p, const KvRowMap& rows, int t0,
+                                                          int end) {
+  const int n = t0 + 16 * (int(threadIdx.x) / 32) + threadIdx.x % 16;
+  return p.kv + rows.row_or_first(n, t0, end) * p.kv_row_stride;
 }
-template <int kRow0 = 0, int kRow1 = 4>
-__device__ __forceinline__ void copy_rows(Smem& sm, int s, const TileSources& ts) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  constexpr int kChunks = Traits::kRowBytes / 16;
-  constexpr int kSweeps = (kChunks + 7) / 8;
-  std::uint8_t* dst = &sm.kv[s][16 * warp + lane / 8][(lane % 8) * 16];
-#pragma unroll
-  for (int i = kRow0; i < kRow1; ++i) {
-    const int bytes = (ts.valid >> i) & 1u ? 16 : 0;
-#pragma unroll
-    for (int q = 0; q < kSweeps; ++q) {
-      if (lane % 8 + 8 * q < kChunks) cp_async16(dst + 4 * i * Smem::kPitch + 128 * q, ts.src[i] + 128 * q, bytes);
-    }
+__device__ __forceinline__ void copy_row(Smem& sm, int s, const std::uint8_t* src) {
+  if (threadIdx.x == 0) mbar_arrive_expect_tx(&sm.full[s], kTile * Traits::kRowBytes);
+  if (threadIdx.x % 32 < 16) {
+    bulk_copy(sm.kv[s][16 * (threadIdx.x / 32) + threadIdx.x % 16], src, Traits::kRowBytes, &sm.full[s]);
   }
-}
-__device__ __forceinline__ void load_tile(Smem& sm, int s, const DecodeParams& p, const KvRowMap& rows, int t0,
-                                          int end) {
-  copy_rows(sm, s, tile_sources(p, rows, t0, end));
 }
 // ── Q ───────────────────────────────────────────────────────────────────────────────────────────
 // Q of q row `v` → shared memory in the wgmma K-major layout: fp16, head h scaled by 2^e_h (max
@@ -268,10 +235,12 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   const KvRowMap rows(p, item.request / p.s_q);
   const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
 
+  if (threadIdx.x < T::kStages) mbar_init(&sm.full[threadIdx.x], 1);  // one arrival: thread 0's expect_tx
+  mbar_init_fence();
+  __syncthreads();
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < num_tiles) load_tile(sm, s, p, rows, item.kv_begin + s * kTile, item.kv_end);
-    cp_async_commit();
+    if (s < num_tiles) copy_row(sm, s, row_source(p, rows, item.kv_begin + s * kTile, item.kv_end));
   }
   store_q(sm, p, q_regs);  // Q's loads have been in flight since the start
 
@@ -297,7 +266,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   for (int t = 0; t < num_tiles; ++t) {
     const int stage = t % T::kStages;
     const int t0 = item.kv_begin + t * kTile;
-    cp_async_wait<T::kStages - 2>();
+    mbar_wait(&sm.full[stage], (t / T::kStages) & 1);
     if (t == 0) fence_proxy_async();  // Q stores (generic proxy) → wgmma reads (async proxy)
     __syncthreads();                  // tile t landed everywhere; iteration t−1 finished everywhere
     if (t == 0) {
@@ -306,8 +275,8 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     }
     const int next = t + T::kStages - 1;
     const bool load_next = next < num_tiles;
-    TileSources next_src{};  // resolved now, copied after the S batches below
-    if (load_next) next_src = tile_sources(p, rows, item.kv_begin + next * kTile, item.kv_end);
+    const std::uint8_t* next_src = nullptr;  // resolved now, copied after the first S batch
+    if (load_next) next_src = row_source(p, rows, item.kv_begin + next * kTile, item.kv_end);
 
     // Sᵀ (tokens × heads) = K · Qᵀ: K in registers, batches of kBatch k16 steps, two batches in
     // flight (a batch's registers are reused once the batch before it retired).
@@ -332,16 +301,10 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
         }
       }
       wgmma_commit();
-      // Tile t + stages − 1's copies go out a quarter, a quarter, then half after each batch of
-      // S wgmmas, behind the batch's ldmatrix rather than ahead of it (one burst at the top of the
-      // iteration measured 7 % slower at 256×8192: the S ldmatrix queued behind the copies).
-      if (load_next) {
-        if (bt == 0) copy_rows<0, 1>(sm, next % T::kStages, next_src);
-        if (bt == 1) copy_rows<1, 2>(sm, next % T::kStages, next_src);
-        if (bt == 2) copy_rows<2, 4>(sm, next % T::kStages, next_src);
-      }
+      // Tile t + stages − 1's copies (one instruction per warp) go out behind the first batch's
+      // ldmatrix rather than ahead of it.
+      if (load_next && bt == 0) copy_row(sm, next % T::kStages, next_src);
     }
-    cp_async_commit();  // one copy group per iteration
     wgmma_wait<0>();
     fence_regs(sacc[0]);
     fence_regs(sacc[1]);
@@ -441,8 +404,6 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     wgmma_wait<0>();
     retire(kGroups - 1);
   }
-  cp_async_wait<0>();
-
   write_output(p, item, sm.red, st, o, T::kOutScale, [&](int mt) { return v_row_dim(mt, warp, g); });
 }
 
