@@ -1,9 +1,9 @@
 // sm90 MLA decode from fp8 (e4m3) KV with wgmma, the tokens in M: Sᵀ = K·Qᵀ, Oᵀ = Vᵀ·Pᵀ.
 //
 // Grid: one CTA per work item (q row v = b·s_q + i, KV range [kv_begin, kv_end)); one warpgroup
-// (128 threads), two CTAs per SM. Tiles of 64 tokens copied as stored by the bulk-copy engine,
-// one 576-byte copy per row, into rows padded by 16 bytes (conflict-free ldmatrix); 2 stages on
-// mbarriers; the next tile's copies go out after the first S register batch.
+// (128 threads), two CTAs per SM. Tiles of 64 tokens copied as stored (cp.async of whole 128-byte
+// lines for dense contiguous tiles, else one bulk copy per row) into rows padded by 16 bytes
+// (conflict-free ldmatrix); 2 stages on mbarriers; the next tile's copies go out among the S batches.
 // Warp w copies and owns tokens 16w..16w+15 of a tile (its 16 rows of every wgmma M = 64).
 //
 //   Sᵀ = K·Qᵀ    wgmma m64n16k16, fp32 accumulation, A = K in registers from an ldmatrix of the raw
@@ -111,20 +111,46 @@ __device__ __forceinline__ int p_slot(int u) {
 }
 
 // ── copies ──────────────────────────────────────────────────────────────────────────────────────
-// Tokens [t0, t0 + 64) ∩ [.., end) into stage `s` by the bulk-copy engine: lane l < 16 of warp w
-// copies row 16w + l (576 bytes, one instruction) — a row past `end` gets token t0's row instead
-// (it exists and is finite; its logits are masked, so its P is 0). Thread 0 announces the
-// 64 × 576 bytes on the stage's barrier. Two steps: row_source resolves the lane's row (paged: its
-// page-table load goes out here, well before the copy needs it), copy_row issues the copy.
-__device__ __forceinline__ const std::uint8_t* row_source(const DecodeParams& p, const KvRowMap& rows, int t0,
-                                                          int end) {
+// Tokens [t0, t0 + 64) ∩ [.., end) into stage `s`; every thread arrives once on the stage's barrier
+// (128 arrivals per phase). Two ways:
+// * a dense full tile (row stride 576) of a contiguous cache or in one page of 64 rows (36,864
+//   contiguous bytes, from a 128-byte boundary when its first row is even) by cp.async, 16-byte pieces x = 16·tid + 2048·k (k < 18): each 8 lanes
+//   read one whole 128-byte line, into stage offset x + 16·⌊x / 576⌋ (the padded rows);
+// * any other tile by the bulk-copy engine, one 576-byte copy per row: lane l < 16 of warp w copies
+//   row 16w + l; a row past `end` gets token t0's row instead (it exists and is finite; its logits
+//   are masked, so its P is 0); thread 0 announces the 64 × 576 bytes.
+// tile_source resolves the thread's source (paged: its page-table load goes out here, well before
+// the copy needs it); copy_tile<k0, k1> issues pieces [k0, k1) of a dense tile, or for the other
+// kind all its rows with k0 = 0.
+struct TileSource {
+  const std::uint8_t* src;  // dense: the tile's first byte; else this lane's row
+  bool dense;
+};
+constexpr int kDensePieces = kTile * Traits::kRowBytes / 16 / kThreads;  // 18 per thread
+static_assert(kTile * Traits::kRowBytes % (16 * kThreads) == 0, "whole 16-byte pieces per thread");
+__device__ __forceinline__ TileSource tile_source(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
+  if (p.kv_row_stride == Traits::kRowBytes && t0 + kTile <= end && (rows.contiguous() || p.page_shift >= 6)) {
+    return {p.kv + rows(t0) * Traits::kRowBytes, true};  // (pages of ≥ 64 rows: the tile is in one page)
+  }
   const int n = t0 + 16 * (int(threadIdx.x) / 32) + threadIdx.x % 16;
-  return p.kv + rows.row_or_first(n, t0, end) * p.kv_row_stride;
+  return {p.kv + rows.row_or_first(n, t0, end) * p.kv_row_stride, false};
 }
-__device__ __forceinline__ void copy_row(Smem& sm, int s, const std::uint8_t* src) {
-  if (threadIdx.x == 0) mbar_arrive_expect_tx(&sm.full[s], kTile * Traits::kRowBytes);
-  if (threadIdx.x % 32 < 16) {
-    bulk_copy(sm.kv[s][16 * (threadIdx.x / 32) + threadIdx.x % 16], src, Traits::kRowBytes, &sm.full[s]);
+template <int k0 = 0, int k1 = kDensePieces>
+__device__ __forceinline__ void copy_tile(Smem& sm, int s, const TileSource& ts) {
+  if (ts.dense) {
+    std::uint8_t* dst = sm.kv[s][0];
+#pragma unroll
+    for (int k = k0; k < k1; ++k) {
+      const int n = int(threadIdx.x) + kThreads * k, x = 16 * n;  // piece n of the tile
+      cp_async16(dst + x + 16 * (n / (Traits::kRowBytes / 16)), ts.src + x, 16);
+    }
+    if (k1 == kDensePieces) cp_async_arrive(&sm.full[s]);
+  } else if (k0 == 0) {
+    if (threadIdx.x == 0) mbar_expect_tx(&sm.full[s], kTile * Traits::kRowBytes);
+    if (threadIdx.x % 32 < 16) {
+      bulk_copy(sm.kv[s][16 * (threadIdx.x / 32) + threadIdx.x % 16], ts.src, Traits::kRowBytes, &sm.full[s]);
+    }
+    mbar_arrive(&sm.full[s]);
   }
 }
 // ── Q ───────────────────────────────────────────────────────────────────────────────────────────
@@ -235,12 +261,12 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   const KvRowMap rows(p, item.request / p.s_q);
   const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
 
-  if (threadIdx.x < T::kStages) mbar_init(&sm.full[threadIdx.x], 1);  // one arrival: thread 0's expect_tx
+  if (threadIdx.x < T::kStages) mbar_init(&sm.full[threadIdx.x], kThreads);
   mbar_init_fence();
   __syncthreads();
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < num_tiles) copy_row(sm, s, row_source(p, rows, item.kv_begin + s * kTile, item.kv_end));
+    if (s < num_tiles) copy_tile(sm, s, tile_source(p, rows, item.kv_begin + s * kTile, item.kv_end));
   }
   store_q(sm, p, q_regs);  // Q's loads have been in flight since the start
 
@@ -275,8 +301,8 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     }
     const int next = t + T::kStages - 1;
     const bool load_next = next < num_tiles;
-    const std::uint8_t* next_src = nullptr;  // resolved now, copied after the first S batch
-    if (load_next) next_src = row_source(p, rows, item.kv_begin + next * kTile, item.kv_end);
+    TileSource next_src{};  // resolved now, copied among the S batches
+    if (load_next) next_src = tile_source(p, rows, item.kv_begin + next * kTile, item.kv_end);
 
     // Sᵀ (tokens × heads) = K · Qᵀ: K in registers, batches of kBatch k16 steps, two batches in
     // flight (a batch's registers are reused once the batch before it retired).
@@ -301,9 +327,13 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
         }
       }
       wgmma_commit();
-      // Tile t + stages − 1's copies (one instruction per warp) go out behind the first batch's
-      // ldmatrix rather than ahead of it.
-      if (load_next && bt == 0) copy_row(sm, next % T::kStages, next_src);
+      // Tile t + stages − 1's copies go out behind each batch's ldmatrix rather than ahead of it
+      // (a dense tile's in three parts; the bulk copies, one instruction per warp, after batch 0).
+      if (load_next) {
+        if (bt == 0) copy_tile<0, 6>(sm, next % T::kStages, next_src);
+        if (bt == 1) copy_tile<6, 12>(sm, next % T::kStages, next_src);
+        if (bt == 2) copy_tile<12, 18>(sm, next % T::kStages, next_src);
+      }
     }
     wgmma_wait<0>();
     fence_regs(sacc[0]);

@@ -27,9 +27,9 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// mbarriers (8 bytes of shared memory each) completed by bulk copies: one thread announces the
-// bytes a phase expects (arrive + expect_tx), the bulk copies count them off as they land, and
-// threads waiting on the phase then see the bytes.
+// mbarriers (8 bytes of shared memory each) completed by copies: bulk copies count off the bytes
+// one thread announced (expect_tx) as they land, cp.async copies arrive for their thread; threads
+// waiting on the phase then see the bytes.
 __device__ __forceinline__ void mbar_init(std::uint64_t* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
 }
@@ -37,9 +37,17 @@ __device__ __forceinline__ void mbar_init(std::uint64_t* bar, int count) {
 __device__ __forceinline__ void mbar_init_fence() {
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
-__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+__device__ __forceinline__ void mbar_expect_tx(std::uint64_t* bar, int bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
                : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+// Arrives once all of this thread's earlier cp.async copies have landed (.noinc: the arrival is one
+// of those the phase expects).
+__device__ __forceinline__ void cp_async_arrive(std::uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 // Waits until the phase of parity `parity` (0 for the first phase, 1 for the second, …) completed.
 // The caller must know the barrier is no more than one phase ahead of it.
