@@ -166,7 +166,7 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
     c.partial_lse = d.partial_lse;
     c.out = p.out;
     c.lse = p.lse;
-    e = sm90::launch_combine(c, plan.max_request_partials, st);
+    e = sm90::launch_combine(c, plan.max_request_partials, plan.device_sms, st);
     if (e != cudaSuccess) return cuda_fail("launching the combine kernel", e);
   }
   return Status::success();

@@ -1,10 +1,11 @@
 // sm90 split combine: merges the fp32 partials of requests whose KV was split over several
 // work items, by LSE, through the shared SoftmaxState merge rule.
 //
-// Grid: (q row, head) — CTAs of rows the decode kernel wrote directly return at once.
-// 128·G threads = 128 dim lanes (4 value dims each) × G partial groups, G = 1..4 from the longest
-// split (more loads in flight where few CTAs stream many partials). The CTA first merges the
-// partial LSEs (each thread a strided subset, then warp butterflies and one shared-memory step of
+// Grid: (q row, head, dim chunk) — CTAs of rows the decode kernel wrote directly return at once.
+// A CTA owns kValueDim / C value dims (C = 1, 2 or 4 chunks: more CTAs where few rows would leave
+// most SMs idle) as L = 128 / C dim lanes of 4 dims × G partial groups (G from the longest split:
+// more loads in flight where few CTAs stream many partials). The CTA first merges the partial LSEs
+// (each thread a strided subset, then warp butterflies and one shared-memory step of
 // SoftmaxState::merge; a thread keeps its first LSE for its weight), puts every partial's weight in
 // shared memory, then group g sums partials g, g + G, … with 8 independent 16-byte loads in flight
 // per thread, and group 0 adds the group sums in a fixed order (deterministic). Partials are finite
@@ -21,9 +22,9 @@
 namespace mla::sm90 {
 namespace {
 
-constexpr int kLanes = kValueDim / 4;  // 128 dim lanes: 4 dims each
-constexpr int kMaxGroups = 4;          // partial groups: group g sums partials g, g + G, …
-constexpr int kMaxThreads = kLanes * kMaxGroups;
+constexpr int kLanes = kValueDim / 4;  // 128 dim lanes of 4 dims over all chunks
+constexpr int kMaxChunks = 4;          // value-dim chunks (grid z)
+constexpr int kMaxThreads = 512;
 constexpr int kMaxWarps = kMaxThreads / 32;
 constexpr int kUnroll = 8;         // partial loads in flight per thread
 constexpr int kWeightChunk = 256;  // partial weights held in shared memory at a time
@@ -35,6 +36,7 @@ __device__ __forceinline__ SoftmaxState<float> merge(const SoftmaxState<float>& 
 
 __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_constant__ CombineParams p) {
   const int b = blockIdx.x, h = blockIdx.y;  // b: q row (virtual request)
+  const int lanes = kLanes / int(gridDim.z);  // dim lanes of this CTA's chunk
   const RequestSplit split = p.splits[b];    // written by plan(), not by the decode grid
   if (split.num_partials == 0) return;
   // Launched early (programmatic dependent launch): wait for the decode grid's partials.
@@ -42,9 +44,10 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_const
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float* lse = p.partial_lse + std::int64_t(split.first_partial) * kNumHeads + h;  // stride kNumHeads
 
-  const int threads = int(blockDim.x), warps = threads / 32, groups = threads / kLanes;
-  const int dl = threadIdx.x % kLanes, grp = threadIdx.x / kLanes;
-  const float* o = p.partial_o + (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + 4 * dl;
+  const int threads = int(blockDim.x), warps = threads / 32, groups = threads / lanes;
+  const int dl = threadIdx.x % lanes, grp = threadIdx.x / lanes;
+  const int dim = int(blockIdx.z) * 4 * lanes + 4 * dl;  // this thread's first value dim
+  const float* o = p.partial_o + (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + dim;
   // kUnroll partials in flight per thread; the first batch is issued before the LSE merge so that
   // its latency overlaps the merge's.
   float4 v[kUnroll];
@@ -99,29 +102,33 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_const
       }
     }
   }
-  __shared__ float4 group_sum[kMaxGroups - 1][kLanes];
-  if (grp > 0) group_sum[grp - 1][dl] = acc;
+  __shared__ float4 group_sum[kMaxThreads];  // [group − 1][lane]
+  if (grp > 0) group_sum[(grp - 1) * lanes + dl] = acc;
   __syncthreads();
   if (grp > 0) return;
   for (int g2 = 0; g2 < groups - 1; ++g2) {
-    const float4 x = group_sum[g2][dl];
+    const float4 x = group_sum[g2 * lanes + dl];
     acc.x += x.x, acc.y += x.y, acc.z += x.z, acc.w += x.w;
   }
-  std::uint16_t* out = p.out + (std::int64_t(b) * kNumHeads + h) * kValueDim + 4 * dl;
+  std::uint16_t* out = p.out + (std::int64_t(b) * kNumHeads + h) * kValueDim + dim;
   *reinterpret_cast<uint2*>(out) =
       make_uint2(std::uint32_t(float_to_bf16(acc.x)) | (std::uint32_t(float_to_bf16(acc.y)) << 16),
                  std::uint32_t(float_to_bf16(acc.z)) | (std::uint32_t(float_to_bf16(acc.w)) << 16));
-  if (p.lse != nullptr && threadIdx.x == 0) p.lse[std::int64_t(b) * kNumHeads + h] = st.lse();
+  if (p.lse != nullptr && threadIdx.x == 0 && blockIdx.z == 0) p.lse[std::int64_t(b) * kNumHeads + h] = st.lse();
 }
 
 }  // namespace
 
-cudaError_t launch_combine(const CombineParams& p, int max_partials, cudaStream_t stream) {
+cudaError_t launch_combine(const CombineParams& p, int max_partials, int sms, cudaStream_t stream) {
   // Programmatic dependent launch: the grid may start while the decode grid still runs.
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(p.rows, kNumHeads);
-  // One group per 16 partials (two rounds of 8 loads in flight), at most kMaxGroups.
-  cfg.blockDim = dim3(kLanes * std::clamp((max_partials + 15) / 16, 1, kMaxGroups));
+  // Dim chunks: up to 4 while (rows × heads) CTAs would not give every SM two.
+  int chunks = 1;
+  while (chunks < kMaxChunks && p.rows * kNumHeads * chunks < 2 * sms) chunks *= 2;
+  cfg.gridDim = dim3(p.rows, kNumHeads, chunks);
+  // One group per 16 partials (two rounds of 8 loads in flight) per 128 dim lanes, at most 512 threads.
+  const int lanes = kLanes / chunks;
+  cfg.blockDim = dim3(lanes * std::clamp(chunks * ((max_partials + 15) / 16), 1, kMaxThreads / lanes));
   cfg.stream = stream;
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;

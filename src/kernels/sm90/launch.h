@@ -22,7 +22,8 @@ cudaError_t launch_decode_fp8(const DecodeParams& p, cudaStream_t stream);
 int decode_mxfp4_ctas_per_sm();
 cudaError_t prepare_decode_mxfp4();
 cudaError_t launch_decode_mxfp4(const DecodeParams& p, cudaStream_t stream);
-// `max_partials`: most partials of one row (sizes the CTA: more partial groups for long splits).
-cudaError_t launch_combine(const CombineParams& p, int max_partials, cudaStream_t stream);
+// `max_partials`: most partials of one row (sizes the CTA: more partial groups for long splits);
+// `sms`: the device's SMs (few rows are spread over more CTAs, each a chunk of the value dims).
+cudaError_t launch_combine(const CombineParams& p, int max_partials, int sms, cudaStream_t stream);
 
 }  // namespace mla::sm90
