@@ -1,9 +1,10 @@
 // sm90 MLA decode from fp8 (e4m3) KV with wgmma, the tokens in M: Sᵀ = K·Qᵀ, Oᵀ = Vᵀ·Pᵀ.
 //
 // Grid: one CTA per work item (q row v = b·s_q + i, KV range [kv_begin, kv_end)); one warpgroup
-// (128 threads), two CTAs per SM. Tiles of 64 tokens copied as stored (cp.async of whole 128-byte
-// lines for dense contiguous tiles, else one bulk copy per row) into rows padded by 16 bytes
-// (conflict-free ldmatrix); 2 stages on mbarriers; the next tile's copies go out among the S batches.
+// (128 threads), two CTAs per SM. Tiles of 64 tokens copied as stored by cp.async (whole 128-byte
+// lines for dense tiles, else row by row) into unpadded rows with 16-byte chunks XOR-swizzled
+// (fp8_stage.h: conflict-free copies and ldmatrix); 2 stages on mbarriers; the next tile's copies go
+// out among the S batches.
 // Warp w copies and owns tokens 16w..16w+15 of a tile (its 16 rows of every wgmma M = 64).
 //
 //   Sᵀ = K·Qᵀ    wgmma m64n16k16, fp32 accumulation, A = K in registers from an ldmatrix of the raw
@@ -28,6 +29,7 @@
 #include "kernels/common/formats.h"
 #include "kernels/common/softmax_state.h"
 #include "kernels/sm90/decode_params.h"
+#include "kernels/sm90/fp8_stage.h"
 #include "kernels/sm90/launch.h"
 #include "kernels/sm90/primitives.h"
 #include "kernels/sm90/wgmma.h"
@@ -51,15 +53,13 @@ struct Traits {
 
 struct Smem {
   using T = Traits;
-  static constexpr int kPitch = T::kRowBytes + 16;          // bytes per KV row in shared memory
-  alignas(128) std::uint8_t kv[T::kStages][kTile][kPitch];  // the KV as stored
+  alignas(128) std::uint8_t kv[T::kStages][kTile * T::kRowBytes];  // the KV as stored, swizzled: kv_offset
   CoreTile<kNumHeads, 2 * kHeadDim> q;                      // Q, fp16 · 2^e, dims permuted
   CoreTile<kNumHeads, T::kPBytes> p[T::kPTerms];            // P, token slots in fragment order
   float red[kWarps][kNumHeads];                             // per-warp tile max (then l) per head
   float logit_scale[kNumHeads];                             // per head (× 2^-e)
   unsigned amax[kNumHeads];                                 // |Q| max per head (float bits)
   std::uint64_t full[T::kStages];                           // stage s holds tile t (t ≡ s): phase t / kStages
-  static_assert((kPitch / 16) % 2 == 1, "row pitch must rotate the 16-byte bank groups (ldmatrix rows)");
 };
 static_assert(Traits::kCtasPerSm * (sizeof(Smem) + 1024) <= 228 * 1024,
               "fp8: kCtasPerSm CTAs must fit one SM's shared memory");
@@ -111,47 +111,73 @@ __device__ __forceinline__ int p_slot(int u) {
 }
 
 // ── copies ──────────────────────────────────────────────────────────────────────────────────────
-// Tokens [t0, t0 + 64) ∩ [.., end) into stage `s`; every thread arrives once on the stage's barrier
-// (128 arrivals per phase). Two ways:
+// A stage holds the tile's rows unpadded and swizzled: fp8_stage.h (kv_offset and the offsets the
+// copies and ldmatrix use, checked by tests/unit/test_fp8_stage.cpp).
+using fp8_stage::kv_offset;
+static_assert(fp8_stage::kRowBytes == Traits::kRowBytes && fp8_stage::kRows == kTile, "fp8_stage.h describes this tile");
+
+// Tokens [t0, t0 + 64) ∩ [.., end) into stage `s` by cp.async; every thread then arrives on the
+// stage's barrier once its copies landed (128 arrivals per phase). Two ways:
 // * a dense full tile (row stride 576) of a contiguous cache or in one page of 64 rows (36,864
-//   contiguous bytes, from a 128-byte boundary when its first row is even) by cp.async, 16-byte pieces x = 16·tid + 2048·k (k < 18): each 8 lanes
-//   read one whole 128-byte line, into stage offset x + 16·⌊x / 576⌋ (the padded rows);
-// * any other tile by the bulk-copy engine, one 576-byte copy per row: lane l < 16 of warp w copies
-//   row 16w + l; a row past `end` gets token t0's row instead (it exists and is finite; its logits
-//   are masked, so its P is 0); thread 0 announces the 64 × 576 bytes.
-// tile_source resolves the thread's source (paged: its page-table load goes out here, well before
-// the copy needs it); copy_tile<k0, k1> issues pieces [k0, k1) of a dense tile, or for the other
-// kind all its rows with k0 = 0.
+//   contiguous bytes, from a 128-byte boundary when its first row is even): 16-byte pieces
+//   n = tid + 128k (k < 18) at byte 16n, 8 lanes per whole line, to stage offset
+//   16n ^ (f(n / 36) << 4) (= kv_offset(n / 36, n % 36));
+// * any other tile row by row: warp w copies rows 16w..16w+15, four at a time, lanes 8i..8i+7 take
+//   128 bytes of one row per request; rows past `end` are zero-filled (they point at token t0,
+//   which exists, and copy 0 bytes).
+// tile_source resolves the thread's sources (paged: its page-table loads go out here, well before
+// the copies need them); copy_tile<part> issues a third of them (parts 0, 1, 2), the last part
+// arrives.
 struct TileSource {
-  const std::uint8_t* src;  // dense: the tile's first byte; else this lane's row
+  const std::uint8_t* src[4];  // dense: src[0] = the tile's first byte; else this lane's rows
+  unsigned valid;              // rows: bit i = row i holds a token (< end)
   bool dense;
 };
 constexpr int kDensePieces = kTile * Traits::kRowBytes / 16 / kThreads;  // 18 per thread
-static_assert(kTile * Traits::kRowBytes % (16 * kThreads) == 0, "whole 16-byte pieces per thread");
+static_assert(kTile * Traits::kRowBytes % (16 * kThreads) == 0 && kDensePieces % 3 == 0,
+              "whole 16-byte pieces per thread, in three parts");
 __device__ __forceinline__ TileSource tile_source(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
+  TileSource ts{};
   if (p.kv_row_stride == Traits::kRowBytes && t0 + kTile <= end && (rows.contiguous() || p.page_shift >= 6)) {
-    return {p.kv + rows(t0) * Traits::kRowBytes, true};  // (pages of ≥ 64 rows: the tile is in one page)
+    ts.src[0] = p.kv + rows(t0) * Traits::kRowBytes;  // (pages of ≥ 64 rows: the tile is in one page)
+    ts.dense = true;
+    return ts;
   }
-  const int n = t0 + 16 * (int(threadIdx.x) / 32) + threadIdx.x % 16;
-  return {p.kv + rows.row_or_first(n, t0, end) * p.kv_row_stride, false};
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int n0 = t0 + 16 * warp + lane / 8;  // row i: token n0 + 4i
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int n = n0 + 4 * i;
+    ts.valid |= (n < end ? 1u : 0u) << i;
+    ts.src[i] = p.kv + rows.row_or_first(n, t0, end) * p.kv_row_stride + (lane % 8) * 16;
+  }
+  return ts;
 }
-template <int k0 = 0, int k1 = kDensePieces>
+template <int kPart>
 __device__ __forceinline__ void copy_tile(Smem& sm, int s, const TileSource& ts) {
+  std::uint8_t* stage = sm.kv[s];
   if (ts.dense) {
-    std::uint8_t* dst = sm.kv[s][0];
+    constexpr int k0 = kPart * kDensePieces / 3, k1 = (kPart + 1) * kDensePieces / 3;
 #pragma unroll
     for (int k = k0; k < k1; ++k) {
-      const int n = int(threadIdx.x) + kThreads * k, x = 16 * n;  // piece n of the tile
-      cp_async16(dst + x + 16 * (n / (Traits::kRowBytes / 16)), ts.src + x, 16);
+      const int n = int(threadIdx.x) + kThreads * k;  // piece n of the tile: row n / 36
+      cp_async16(stage + fp8_stage::dense_offset(n), ts.src[0] + 16 * n, 16);
     }
-    if (k1 == kDensePieces) cp_async_arrive(&sm.full[s]);
-  } else if (k0 == 0) {
-    if (threadIdx.x == 0) mbar_expect_tx(&sm.full[s], kTile * Traits::kRowBytes);
-    if (threadIdx.x % 32 < 16) {
-      bulk_copy(sm.kv[s][16 * (threadIdx.x / 32) + threadIdx.x % 16], ts.src, Traits::kRowBytes, &sm.full[s]);
+  } else {
+    constexpr int i0 = kPart, i1 = kPart == 2 ? 4 : kPart + 1;  // rows: a quarter, a quarter, a half
+    constexpr int kChunks = Traits::kRowBytes / 16;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int i = i0; i < i1; ++i) {
+      const int r = 16 * warp + lane / 8 + 4 * i, bytes = (ts.valid >> i) & 1u ? 16 : 0;
+#pragma unroll
+      for (int q = 0; q < (kChunks + 7) / 8; ++q) {
+        const int c = lane % 8 + 8 * q;
+        if (c < kChunks) cp_async16(stage + kv_offset(r, c), ts.src[i] + 128 * q, bytes);
+      }
     }
-    mbar_arrive(&sm.full[s]);
   }
+  if (kPart == 2) cp_async_arrive(&sm.full[s]);
 }
 // ── Q ───────────────────────────────────────────────────────────────────────────────────────────
 // Q of q row `v` → shared memory in the wgmma K-major layout: fp16, head h scaled by 2^e_h (max
@@ -202,12 +228,15 @@ __device__ __forceinline__ void store_q(Smem& sm, const DecodeParams& p, const Q
 // S: the K fragments of k16 steps k0 .. k0 + kBatch − 1 (rows g / g+8 = tokens 16w + g, + 8).
 __device__ __forceinline__ void k_fragments(const Smem& sm, int stage, int k0, std::uint32_t (&a)[Traits::kBatch][4]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const std::uint8_t* row = sm.kv[stage][16 * warp + lane % 8 + 8 * ((lane / 8) % 2)];
+  // Row 16w + lane % 8 + 8·((lane / 8) % 2), chunks k + lane / 16: two offsets per thread (k & 2).
+  const std::uint8_t* row = sm.kv[stage] + (16 * warp + lane % 8 + 8 * ((lane / 8) % 2)) * Traits::kRowBytes;
+  const std::uint8_t* row0 = row + fp8_stage::k_chunk_offset(lane, 0);
+  const std::uint8_t* row2 = row + fp8_stage::k_chunk_offset(lane, 2);
 #pragma unroll
   for (int jj = 0; jj < Traits::kBatch / 2; ++jj) {
     const int k = k0 + 2 * jj;  // k16 steps k, k + 1: chunks k, k + 1, bytes 4c..4c+3 of each
     std::uint32_t r[4];
-    ldmatrix_x4(r, row + (k + lane / 16) * 16);
+    ldmatrix_x4(r, ((k & 2) ? row2 : row0) + 16 * (k & ~3));  // = row + k_chunk_offset(lane, k)
     e4m3x4_to_f16x2x2(r[0], a[2 * jj][0], a[2 * jj][2]);  // row g: dims 4c, 4c+1 | 4c+2, 4c+3
     e4m3x4_to_f16x2x2(r[1], a[2 * jj][1], a[2 * jj][3]);  // row g+8
     e4m3x4_to_f16x2x2(r[2], a[2 * jj + 1][0], a[2 * jj + 1][2]);
@@ -231,7 +260,7 @@ __device__ __forceinline__ void v_fragments(const Smem& sm, int stage, int grp,
 #pragma unroll
     for (int ks = 0; ks < Traits::kPvSteps; ++ks) {
       std::uint32_t r[4];  // matrix i: tokens 32ks + 8i + [0, 8) × the 16 dims (one core matrix)
-      ldmatrix_x4_trans(r, &sm.kv[stage][32 * ks + lane][(4 * mt + warp) * 16]);
+      ldmatrix_x4_trans(r, sm.kv[stage] + fp8_stage::v_offset(lane, warp, ks, mt));
       // r[i] bytes: (token 2c, dim 2g), (2c, 2g+1), (2c+1, 2g), (2c+1, 2g+1) of matrix i.
       a[m][ks][0] = __byte_perm(r[0], r[1], 0x6420);  // row g   = dim 2g
       a[m][ks][1] = __byte_perm(r[0], r[1], 0x7531);  // row g+8 = dim 2g+1
@@ -266,7 +295,12 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   __syncthreads();
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < num_tiles) copy_tile(sm, s, tile_source(p, rows, item.kv_begin + s * kTile, item.kv_end));
+    if (s < num_tiles) {
+      const TileSource ts = tile_source(p, rows, item.kv_begin + s * kTile, item.kv_end);
+      copy_tile<0>(sm, s, ts);
+      copy_tile<1>(sm, s, ts);
+      copy_tile<2>(sm, s, ts);
+    }
   }
   store_q(sm, p, q_regs);  // Q's loads have been in flight since the start
 
@@ -327,12 +361,12 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
         }
       }
       wgmma_commit();
-      // Tile t + stages − 1's copies go out behind each batch's ldmatrix rather than ahead of it
-      // (a dense tile's in three parts; the bulk copies, one instruction per warp, after batch 0).
+      // Tile t + stages − 1's copies go out in three parts, each behind a batch's ldmatrix rather
+      // than ahead of it (one burst at the top of the iteration measured 7 % slower at 256×8192).
       if (load_next) {
-        if (bt == 0) copy_tile<0, 6>(sm, next % T::kStages, next_src);
-        if (bt == 1) copy_tile<6, 12>(sm, next % T::kStages, next_src);
-        if (bt == 2) copy_tile<12, 18>(sm, next % T::kStages, next_src);
+        if (bt == 0) copy_tile<0>(sm, next % T::kStages, next_src);
+        if (bt == 1) copy_tile<1>(sm, next % T::kStages, next_src);
+        if (bt == 2) copy_tile<2>(sm, next % T::kStages, next_src);
       }
     }
     wgmma_wait<0>();

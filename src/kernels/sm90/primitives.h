@@ -27,22 +27,14 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// mbarriers (8 bytes of shared memory each) completed by copies: bulk copies count off the bytes
-// one thread announced (expect_tx) as they land, cp.async copies arrive for their thread; threads
-// waiting on the phase then see the bytes.
+// mbarriers (8 bytes of shared memory each) completed by cp.async copies: each thread arrives
+// (cp_async_arrive) once its copies landed; threads waiting on the phase then see the bytes.
 __device__ __forceinline__ void mbar_init(std::uint64_t* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
 }
-// Makes initialised barriers visible to the bulk-copy (async) proxy; then a CTA barrier.
+// Publishes initialised barriers (then a CTA barrier before their first use).
 __device__ __forceinline__ void mbar_init_fence() {
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(std::uint64_t* bar, int bytes) {
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 // Arrives once all of this thread's earlier cp.async copies have landed (.noinc: the arrival is one
 // of those the phase expects).
@@ -59,15 +51,6 @@ __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t pari
       "r"(parity)
       : "memory");
 }
-// `bytes` (multiple of 16; both addresses 16-byte aligned) global → shared by the bulk-copy engine,
-// completing on `bar`.
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, int bytes, std::uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   smem_addr(dst)),
-               "l"(src), "r"(bytes), "r"(smem_addr(bar))
-               : "memory");
-}
-
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
