@@ -110,6 +110,7 @@ struct Plan {
   std::size_t workspace_bytes = 0;
   void* workspace = nullptr;  // caller-owned; holds the work list and split partials
   int device_sms = 0;         // cuda: multiprocessors of the planned device
+  int cluster_size = 0;       // cuda: split rows merged in clusters of this many CTAs (0: by a combine kernel)
 };
 
 std::string describe(const Plan& plan);

@@ -75,7 +75,7 @@ std::string describe(const Plan& plan) {
      << " tokens_per_split=" << plan.tokens_per_split << " split_requests=" << plan.num_split_requests
      << " max_partials=" << plan.max_request_partials << " grid=" << plan.grid << " workspace=" << plan.workspace_bytes
      << "B";
-  if (plan.backend == Backend::cuda) os << " sms=" << plan.device_sms;
+  if (plan.backend == Backend::cuda) os << " sms=" << plan.device_sms << " cluster=" << plan.cluster_size;
   return os.str();
 }
 

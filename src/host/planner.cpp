@@ -91,4 +91,24 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
   return wl;
 }
 
+int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, std::vector<WorkItem>* items) {
+  if (wl.max_request_partials < 2) return 0;
+  int n = 2;
+  while (n < wl.max_request_partials) n *= 2;
+  if (n > max_cluster || std::int64_t(rows) * n > slots) return 0;
+  std::vector<WorkItem> out(std::size_t(rows) * std::size_t(n));
+  for (int r = 0; r < rows; ++r) {
+    for (int k = 0; k < n; ++k) out[std::size_t(r) * n + std::size_t(k)] = {r, 0, 0, k};
+  }
+  // Pieces of a row in KV order (the work list is sorted by length, stably: a row's pieces keep
+  // their order).
+  std::vector<int> next(std::size_t(rows), 0);
+  for (const WorkItem& it : wl.items) {
+    const int k = next[std::size_t(it.request)]++;
+    out[std::size_t(it.request) * n + std::size_t(k)] = {it.request, it.kv_begin, it.kv_end, k};
+  }
+  *items = std::move(out);
+  return n;
+}
+
 }  // namespace mla

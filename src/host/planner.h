@@ -62,4 +62,11 @@ struct WorkList {
 // empty item. Items are ordered longest first so that stragglers start early.
 WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_items, int tile);
 
+// The CUDA backend's cluster mode (src/kernels/sm90/cluster_merge.h): every one of the `rows` q rows
+// gets n items — n the most pieces of a row rounded up to a power of two — item k of row r at
+// r·n + k with partial = k: the row's k-th piece, or an empty range [0, 0) past its last. A cluster
+// of n CTAs per row then merges the row in shared memory. Returns n, or 0 (and leaves `items` alone)
+// when no row is split, n > max_cluster, or rows · n items exceed one wave of `slots`.
+int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, std::vector<WorkItem>* items);
+
 }  // namespace mla

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "mla/mla.h"
@@ -88,6 +89,29 @@ TEST(GpuDecode, UniformChallengeAndPeakedAllFormats) {
         spec.seed = 11 + b + l;
         expect_correct(spec);
       }
+    }
+  }
+}
+
+// Both ways of merging split rows: inside thread-block clusters of 2 (rows split in two: 64 or 128
+// rows of 1000 tokens, 512 + 488) and by the combine kernel (more pieces: 4 × 1024 in 16, 2 × 700 in
+// 11), checked against the reference with the plan's choice asserted.
+TEST(GpuDecode, SplitRowsMergedInClustersAndByTheCombine) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (KvFormat f : kFormats) {
+    const int two_piece_rows = f == KvFormat::bf16 ? 64 : 128;  // one CTA per SM for bf16, two otherwise
+    for (auto [b, l, clustered] : {std::tuple{two_piece_rows, 1000, true}, std::tuple{4, 1024, false},
+                                   std::tuple{2, 700, false}}) {
+      CaseSpec spec = CaseSpec::uniform(b, l, f);
+      spec.seed = 5 + b + l;
+      GpuResult r;
+      ASSERT_NO_FATAL_FAILURE(run_case(spec, &r));
+      EXPECT_TRUE(r.cmp.ok()) << spec.name() << ": " << r.cmp.summary() << " | " << describe(r.plan);
+      EXPECT_EQ(r.cmp.nonfinite, 0) << spec.name();
+      EXPECT_TRUE(r.guards_ok) << spec.name();
+      EXPECT_GT(r.plan.num_split_requests, 0) << describe(r.plan);
+      EXPECT_EQ(r.plan.cluster_size, clustered ? 2 : 0) << describe(r.plan);
+      std::printf("  %-48s %s | cluster %d\n", spec.name().c_str(), r.cmp.summary().c_str(), r.plan.cluster_size);
     }
   }
 }
@@ -297,6 +321,13 @@ TEST(GpuSanitizer, SmallSuite) {
     spec.page_size = f == KvFormat::bf16 ? 0 : (f == KvFormat::fp8 ? 16 : 1);
     spec.spare_rows = 64;
     expect_correct(spec);
+    // Rows split in two: merged in clusters of 2 (distributed shared memory) under the sanitizers too.
+    CaseSpec pairs = CaseSpec::uniform(f == KvFormat::bf16 ? 64 : 128, 128, f);
+    pairs.seed = 77;
+    GpuResult r;
+    ASSERT_NO_FATAL_FAILURE(run_case(pairs, &r));
+    EXPECT_TRUE(r.cmp.ok()) << pairs.name() << ": " << r.cmp.summary();
+    EXPECT_EQ(r.plan.cluster_size, 2) << describe(r.plan);
   }
 }
 

@@ -167,6 +167,50 @@ TEST(Planner, MaxRequestPartials) {
   }
 }
 
+// Cluster mode: n items per row (the most pieces, rounded up to a power of two), the row's pieces
+// in KV order at ranks 0.., empty ranges after them; refused when nothing is split, n is too large
+// or the items exceed one wave.
+TEST(Planner, ClusterWorkList) {
+  const WorkList uniform = build_work_list(std::vector<std::int32_t>(4, 1024), 264, 64);  // 16 pieces per row
+  std::vector<WorkItem> items;
+  EXPECT_EQ(cluster_work_list(uniform, 4, 16, 264, &items), 16);
+  ASSERT_EQ(items.size(), 64u);
+  for (int r = 0; r < 4; ++r) {
+    for (int k = 0; k < 16; ++k) {
+      const WorkItem& it = items[std::size_t(r * 16 + k)];
+      EXPECT_EQ(it.request, r);
+      EXPECT_EQ(it.partial, k);
+      EXPECT_EQ(it.kv_begin, 64 * k);
+      EXPECT_EQ(it.kv_end, 64 * k + 64);
+    }
+  }
+  std::vector<WorkItem> untouched{{7, 0, 1, -1}};
+  EXPECT_EQ(cluster_work_list(uniform, 4, 8, 264, &untouched), 0);  // 16 > 8
+  EXPECT_EQ(cluster_work_list(uniform, 4, 16, 63, &untouched), 0);  // 64 items > one wave of 63
+  const WorkList unsplit = build_work_list(std::vector<std::int32_t>{60, 0, 64}, 264, 64);
+  EXPECT_EQ(cluster_work_list(unsplit, 3, 16, 264, &untouched), 0);
+  EXPECT_EQ(untouched.size(), 1u);
+  // Ragged: 3 pieces → n = 4; short rows keep one piece (rank 0) and empty ranges.
+  const std::vector<std::int32_t> lens{1000, 0, 64, 300};
+  const WorkList ragged = build_work_list(lens, 16, 64);
+  const int n = cluster_work_list(ragged, 4, 16, 64, &items);
+  ASSERT_GE(n, 2);
+  EXPECT_EQ(n & (n - 1), 0);
+  ASSERT_EQ(items.size(), std::size_t(4 * n));
+  for (int r = 0; r < 4; ++r) {
+    std::int32_t covered = 0;
+    for (int k = 0; k < n; ++k) {
+      const WorkItem& it = items[std::size_t(r * n + k)];
+      EXPECT_EQ(it.request, r);
+      EXPECT_EQ(it.partial, k);
+      if (it.kv_begin == it.kv_end) continue;
+      EXPECT_EQ(it.kv_begin, covered) << "row " << r << " rank " << k;  // pieces in KV order, no gaps
+      covered = it.kv_end;
+    }
+    EXPECT_EQ(covered, lens[std::size_t(r)]);
+  }
+}
+
 TEST(Planner, WorkspaceLayoutBounds) {
   for (int batch : {1, 3, 64, 256, 1000}) {
     for (int s_q = 1; s_q <= kMaxSq; ++s_q) {

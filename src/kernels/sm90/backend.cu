@@ -1,6 +1,8 @@
 // The CUDA backend's host side: plan (copies lengths and page table to the host, validates them,
 // builds the work list into the caller's device workspace — may synchronize) and run (two
-// asynchronous launches at most, no allocation, no synchronization: graph-capturable).
+// asynchronous launches at most, no allocation, no synchronization: graph-capturable). Split rows
+// are merged in thread-block clusters when every cluster fits at once (one launch), else by the
+// combine kernel.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -96,22 +98,30 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
     const std::int64_t len = kv[std::size_t(b) + 1] - kv[std::size_t(b)];
     for (int i = 0; i < p.s_q; ++i) lengths[std::size_t(b) * p.s_q + i] = std::int32_t(visible_keys(len, p.s_q, i));
   }
-  const WorkList wl =
-      build_work_list(lengths, sms * sm90::decode_ctas_per_sm(p.kv.format), sm90::decode_tile_tokens(p.kv.format));
+  const int rows = int(p.total_q), slots = sms * sm90::decode_ctas_per_sm(p.kv.format);
+  const WorkList wl = build_work_list(lengths, slots, sm90::decode_tile_tokens(p.kv.format));
+  e = sm90::prepare_decode(p.kv.format);
+  if (e != cudaSuccess) return cuda_fail("configuring the decode kernel", e);
+  // Rows split in two merge inside clusters of 2 when every cluster can be resident at once; more
+  // pieces go to the combine kernel. (Measured on the H200, perf-notes v34: clusters of 2 beat the
+  // combine by 2–3 µs, of 4 and 8 tie with it, of 16 lose 2 µs.)
+  constexpr int kClusterLimit = 2;
+  static_assert(kClusterLimit <= sm90::kMaxCluster, "the kernels merge clusters of up to kMaxCluster CTAs");
+  std::vector<WorkItem> cluster_items;
+  int cluster = cluster_work_list(wl, rows, kClusterLimit, slots, &cluster_items);
+  if (cluster > 0 && sm90::decode_max_active_clusters(p.kv.format, cluster) < rows) cluster = 0;
+  const std::vector<WorkItem>& items = cluster > 0 ? cluster_items : wl.items;
   const WorkspaceLayout layout = cuda_layout(p.batch, p.s_q, sms);
   if (bytes < layout.total_bytes) {
     return {StatusCode::workspace_too_small,
             "workspace of " + std::to_string(bytes) + " bytes, plan needs " + std::to_string(layout.total_bytes)};
   }
   auto* base = static_cast<std::uint8_t*>(workspace);
-  e = cudaMemcpy(base + layout.items_offset, wl.items.data(), wl.items.size() * sizeof(WorkItem),
-                 cudaMemcpyHostToDevice);
+  e = cudaMemcpy(base + layout.items_offset, items.data(), items.size() * sizeof(WorkItem), cudaMemcpyHostToDevice);
   if (e != cudaSuccess) return cuda_fail("writing the work list", e);
   e = cudaMemcpy(base + layout.splits_offset, wl.splits.data(), wl.splits.size() * sizeof(RequestSplit),
                  cudaMemcpyHostToDevice);
   if (e != cudaSuccess) return cuda_fail("writing the split table", e);
-  e = sm90::prepare_decode(p.kv.format);
-  if (e != cudaSuccess) return cuda_fail("configuring the decode kernel", e);
 
   Plan pl;
   pl.backend = Backend::cuda;
@@ -120,13 +130,14 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   pl.total_q = p.total_q;
   pl.total_kv = kv[std::size_t(p.batch)];
   pl.tokens_per_split = wl.tokens_per_split;
-  pl.num_work_items = int(wl.items.size());
+  pl.num_work_items = int(items.size());
   pl.num_split_requests = wl.num_split_requests;
   pl.max_request_partials = wl.max_request_partials;
   pl.grid = pl.num_work_items;
   pl.workspace_bytes = layout.total_bytes;
   pl.workspace = workspace;
   pl.device_sms = sms;
+  pl.cluster_size = cluster;
   *out = pl;
   return Status::success();
 }
@@ -156,9 +167,10 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   d.lse = p.lse;
   d.partial_o = reinterpret_cast<float*>(base + layout.partial_o_offset);
   d.partial_lse = reinterpret_cast<float*>(base + layout.partial_lse_offset);
+  d.cluster = plan.cluster_size;
   cudaError_t e = sm90::launch_decode(p.kv.format, d, st);
   if (e != cudaSuccess) return cuda_fail("launching the decode kernel", e);
-  if (plan.num_split_requests > 0) {
+  if (plan.num_split_requests > 0 && plan.cluster_size == 0) {
     sm90::CombineParams c{};
     c.splits = reinterpret_cast<const RequestSplit*>(base + layout.splits_offset);
     c.rows = int(p.total_q);

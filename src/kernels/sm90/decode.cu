@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "kernels/common/softmax_state.h"
+#include "kernels/sm90/cluster_merge.h"
 #include "kernels/sm90/decode_params.h"
 #include "kernels/sm90/launch.h"
 #include "kernels/sm90/primitives.h"
@@ -80,8 +81,12 @@ struct alignas(128) Smem {
   alignas(16) float s_part[2][kNumHeads][Sh::kSPitch];             // S partials of the two dim halves
   float factor[kNumHeads];                                         // this tile's rescale of O per head
   float inv_l[kNumHeads];                                          // final 1/l (× value scale) per head
+  float cluster_lse[kNumHeads];  // cluster mode: this CTA's partial LSE (its O goes to stage 0)
 };
 static_assert(sizeof(Smem<KvFormat::bf16>) <= 227 * 1024, "bf16 shared memory over the 227 KB limit");
+static_assert(sizeof(Smem<KvFormat::bf16>::raw[0]) >= kClusterOBytes &&
+                  sizeof(Smem<KvFormat::bf16>::raw[1]) >= 4 * kClusterScratchFloats,
+              "cluster mode: the partial fits stage 0, the merge's scratch stage 1");
 static_assert(Traits<KvFormat::bf16>::kStages >= 3 && kNumHeads <= Traits<KvFormat::bf16>::kTile,
               "Q (16 rows) borrows stage 2, which the first tile to land there (tile 2) overwrites");
 
@@ -322,11 +327,14 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   cp_async_wait<0>();
 
   // LSE from the softmax owners; 1/l shared with every warp through shared memory.
+  // Partials go to the workspace, or in cluster mode stay here: O in stage 0 (free after the barrier
+  // below), the LSE in cluster_lse.
+  const PartialDst part = partial_dst(p, item, sm.raw[0], sm.cluster_lse);
   if (si == 0) {
     sm.inv_l[sh] = st.inv_l() * p.value_scale;
     const float lse = st.lse();
     if (item.partial >= 0) {
-      p.partial_lse[std::int64_t(item.partial) * kNumHeads + sh] = lse;
+      part.lse[sh] = lse;
     } else if (p.lse != nullptr) {
       p.lse[std::int64_t(item.request) * kNumHeads + sh] = lse;
     }
@@ -349,23 +357,26 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
         *reinterpret_cast<std::uint32_t*>(out + 2 * c) = pack_bf16x2(e[0] * x, e[1] * x);
         *reinterpret_cast<std::uint32_t*>(out + 8 + 2 * c) = pack_bf16x2(f[0] * x, f[1] * x);
       } else {
-        float* out = p.partial_o + (std::int64_t(item.partial) * kNumHeads + row) * kValueDim + base;
+        float* out = part.o + row * kValueDim + base;
         *reinterpret_cast<float2*>(out + 2 * c) = make_float2(e[0] * x, e[1] * x);
         *reinterpret_cast<float2*>(out + 8 + 2 * c) = make_float2(f[0] * x, f[1] * x);
       }
     }
   }
+  if (p.cluster > 0) {
+    cluster_merge<kThreads>(p, item.request, reinterpret_cast<const float*>(sm.raw[0]), sm.cluster_lse,
+                            reinterpret_cast<float*>(sm.raw[1]));
+  }
 }
 
 template <KvFormat F>
 cudaError_t prepare() {
-  return cudaFuncSetAttribute(decode_kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Smem<F>)));
+  return prepare_decode_kernel(decode_kernel<F>, sizeof(Smem<F>));
 }
 
 template <KvFormat F>
 cudaError_t launch(const DecodeParams& p, cudaStream_t stream) {
-  decode_kernel<F><<<p.num_items, kThreads, sizeof(Smem<F>), stream>>>(p);
-  return cudaGetLastError();
+  return launch_decode_kernel(decode_kernel<F>, p, kThreads, sizeof(Smem<F>), stream);
 }
 
 }  // namespace
@@ -403,6 +414,18 @@ cudaError_t prepare_decode(KvFormat format) {
       return prepare_decode_mxfp4();
   }
   return cudaErrorInvalidValue;
+}
+
+int decode_max_active_clusters(KvFormat format, int n) {
+  switch (format) {
+    case KvFormat::bf16:
+      return max_active_decode_clusters(decode_kernel<KvFormat::bf16>, kThreads, sizeof(Smem<KvFormat::bf16>), n);
+    case KvFormat::fp8:
+      return decode_fp8_max_active_clusters(n);
+    case KvFormat::mxfp4:
+      return decode_mxfp4_max_active_clusters(n);
+  }
+  return 0;
 }
 
 cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream) {

@@ -63,6 +63,9 @@ struct Smem {
 };
 static_assert(Traits::kCtasPerSm * (sizeof(Smem) + 1024) <= 228 * 1024,
               "fp8: kCtasPerSm CTAs must fit one SM's shared memory");
+static_assert(Traits::kStages >= 2 && sizeof(Smem::kv[0]) >= kClusterOBytes &&
+                  sizeof(Smem::kv[1]) >= 1024 + 4 * kClusterScratchFloats,
+              "cluster mode: the partial fits stage 0, its LSE and the merge weights stage 1");
 static_assert(Traits::kCtasPerSm <= kMaxDecodeCtasPerSm, "the workspace is sized for kMaxDecodeCtasPerSm CTAs per SM");
 
 // ── e4m3 helpers ────────────────────────────────────────────────────────────────────────────────
@@ -468,7 +471,14 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     wgmma_wait<0>();
     retire(kGroups - 1);
   }
-  write_output(p, item, sm.red, st, o, T::kOutScale, [&](int mt) { return v_row_dim(mt, warp, g); });
+  // Cluster mode: the partial stays in stage 0, its LSE and the merge weights in stage 1.
+  float* exchange_lse = reinterpret_cast<float*>(sm.kv[1]);
+  write_output(p, item, partial_dst(p, item, sm.kv[0], exchange_lse), sm.red, st, o, T::kOutScale,
+               [&](int mt) { return v_row_dim(mt, warp, g); });
+  if (p.cluster > 0) {
+    cluster_merge<kThreads>(p, item.request, reinterpret_cast<const float*>(sm.kv[0]), exchange_lse,
+                            exchange_lse + 256);
+  }
 }
 
 }  // namespace
@@ -477,11 +487,13 @@ int decode_fp8_ctas_per_sm() {
   return Traits::kCtasPerSm;
 }
 cudaError_t prepare_decode_fp8() {
-  return cudaFuncSetAttribute(decode_fp8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Smem)));
+  return prepare_decode_kernel(decode_fp8_kernel, sizeof(Smem));
+}
+int decode_fp8_max_active_clusters(int n) {
+  return max_active_decode_clusters(decode_fp8_kernel, kThreads, sizeof(Smem), n);
 }
 cudaError_t launch_decode_fp8(const DecodeParams& p, cudaStream_t stream) {
-  decode_fp8_kernel<<<p.num_items, kThreads, sizeof(Smem), stream>>>(p);
-  return cudaGetLastError();
+  return launch_decode_kernel(decode_fp8_kernel, p, kThreads, sizeof(Smem), stream);
 }
 
 }  // namespace mla::sm90

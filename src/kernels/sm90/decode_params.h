@@ -8,6 +8,8 @@
 
 namespace mla::sm90 {
 
+constexpr int kMaxCluster = 16;  // CTAs per cluster in cluster mode (non-portable above 8)
+
 struct DecodeParams {
   const std::uint16_t* q;          // [total_q × 16 × 576] bf16; work items name a q row v = b · s_q + i
   int s_q;                         // query tokens per request: request b = v / s_q
@@ -27,6 +29,8 @@ struct DecodeParams {
   float* lse;          // [total_q × 16] fp32 or null
   float* partial_o;    // [max_partials × 16 × 512] fp32 (normalised)
   float* partial_lse;  // [max_partials × 16] fp32
+  int cluster;         // 0: partials to the workspace (combine.cu); n: clusters of n CTAs, one per q
+                       // row, item k of the row on rank k, merged in the cluster (cluster_merge.h)
 };
 
 struct CombineParams {

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/common/softmax_state.h"
+#include "kernels/sm90/cluster_merge.h"
 #include "kernels/sm90/decode_params.h"
 #include "kernels/sm90/primitives.h"
 #include "mla/mla.h"
@@ -135,13 +136,14 @@ __device__ __forceinline__ QRegs fetch_q(const DecodeParams& p, int v) {
 
 // ── epilogue ────────────────────────────────────────────────────────────────────────────────────
 // The end of a work item: each head's l summed over the thread's rows (g) and the warps (through
-// `red`, free on entry), the LSE written (partial slot or final), and Oᵀ scaled by 1/l · value_scale
-// · `o_scale` (the kernel's own unit of O) stored as bf16 (direct) or fp32 (partial). st[i] is head
+// `red`, free on entry), the LSE written (partial or final), and Oᵀ scaled by 1/l · value_scale
+// · `o_scale` (the kernel's own unit of O) stored as bf16 (direct) or fp32 (partial: to `part`, the
+// workspace slot or the cluster exchange). st[i] is head
 // 2c, 2c+1, 8+2c, 9+2c for i = 0..3 (same m in every thread: the partial l's add). o[mt][j]: j = 0/1
 // heads 2c/2c+1 at M row R = 64mt + 16w + g, 2/3 the same heads at R + 8, 4..7 heads 8+2c, 9+2c;
 // dim_of(mt) is the dim D of row R, and row R + 8 holds dim D + 1.
 template <class DimOf>
-__device__ __forceinline__ void write_output(const DecodeParams& p, const WorkItem& item,
+__device__ __forceinline__ void write_output(const DecodeParams& p, const WorkItem& item, const PartialDst& part,
                                              float (&red)[kWarps][kNumHeads], SoftmaxState<float> (&st)[4],
                                              const float (&o)[kMTiles][8], float o_scale, DimOf dim_of) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
@@ -163,7 +165,7 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
     inv[i] = st[i].inv_l() * p.value_scale * o_scale;
     if (warp == 0 && g == 0) {
       if (item.partial >= 0) {
-        p.partial_lse[std::int64_t(item.partial) * kNumHeads + h] = st[i].lse();
+        part.lse[h] = st[i].lse();
       } else if (p.lse != nullptr) {
         p.lse[std::int64_t(item.request) * kNumHeads + h] = st[i].lse();
       }
@@ -180,7 +182,7 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
         std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + head[i]) * kValueDim + dim;
         *reinterpret_cast<std::uint32_t*>(out) = bf16x2_rn(a, b);
       } else {
-        float* out = p.partial_o + (std::int64_t(item.partial) * kNumHeads + head[i]) * kValueDim + dim;
+        float* out = part.o + head[i] * kValueDim + dim;
         *reinterpret_cast<float2*>(out) = make_float2(a, b);
       }
     }

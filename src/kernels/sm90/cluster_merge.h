@@ -1,0 +1,116 @@
+// Split requests merged inside a thread-block cluster, shared by the sm90 decode kernels.
+//
+// When the plan sets DecodeParams::cluster = n, the grid is one cluster of n CTAs per q row: CTA
+// rank k holds the row's k-th work item (or an empty one: kv_begin == kv_end). Each CTA leaves its
+// normalised O (fp32 [16 × 512]) and its LSE per head in its own shared memory (partial_dst), then
+// cluster_merge: after a cluster barrier, CTA rank k merges the n LSEs of every head
+// (SoftmaxState::merge, then weight_of) and sums value dims [k·512/n, (k+1)·512/n) of all n partials
+// through distributed shared memory, writing bf16 out (rank 0 also the LSE); a second cluster
+// barrier keeps every CTA's shared memory alive until the others have read it. No partial goes
+// through global memory and no combine kernel runs. Without clusters (cluster = 0) the partials go
+// to the workspace for combine.cu.
+#pragma once
+
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/common/bf16.h"
+#include "kernels/common/softmax_state.h"
+#include "kernels/sm90/decode_params.h"
+#include "mla/mla.h"
+
+namespace mla::sm90 {
+
+constexpr int kClusterOBytes = kNumHeads * kValueDim * 4;
+
+// Where an item's partial goes: rows of kValueDim floats per head, and an LSE per head.
+struct PartialDst {
+  float* o;    // [16 × 512] fp32, normalised
+  float* lse;  // [16]
+};
+// `exchange_o` (≥ kClusterOBytes of shared memory free once the tile loop is done) and
+// `exchange_lse` ([16] floats of shared memory) are the kernel's; used only in cluster mode.
+__device__ __forceinline__ PartialDst partial_dst(const DecodeParams& p, const WorkItem& item, void* exchange_o,
+                                                  float* exchange_lse) {
+  if (p.cluster > 0) return {static_cast<float*>(exchange_o), exchange_lse};
+  return {p.partial_o + std::int64_t(item.partial) * kNumHeads * kValueDim,
+          p.partial_lse + std::int64_t(item.partial) * kNumHeads};
+}
+
+// Value dims [rank·512/N, (rank+1)·512/N) of every head: the N partials' 4-dim groups are loaded
+// first (N distributed-shared-memory loads in flight per thread), then summed in rank order.
+template <int kN, int kCtaThreads>
+__device__ __forceinline__ void merge_slice(const DecodeParams& p, int row, int rank, const float* exchange_o,
+                                            const float* weight) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  constexpr int kQuads = kValueDim / kN / 4;  // 4-dim groups of this CTA's slice, per head
+  for (int idx = threadIdx.x; idx < kNumHeads * kQuads; idx += kCtaThreads) {
+    const int h = idx / kQuads, dim = rank * (kValueDim / kN) + 4 * (idx % kQuads);
+    float4 v[kN];
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      v[k] = *reinterpret_cast<const float4*>(cluster.map_shared_rank(exchange_o, k) + h * kValueDim + dim);
+    }
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      const float w = weight[k * kNumHeads + h];
+      acc.x += w * v[k].x, acc.y += w * v[k].y, acc.z += w * v[k].z, acc.w += w * v[k].w;
+    }
+    std::uint16_t* out = p.out + (std::int64_t(row) * kNumHeads + h) * kValueDim + dim;
+    *reinterpret_cast<uint2*>(out) =
+        make_uint2(std::uint32_t(float_to_bf16(acc.x)) | (std::uint32_t(float_to_bf16(acc.y)) << 16),
+                   std::uint32_t(float_to_bf16(acc.z)) | (std::uint32_t(float_to_bf16(acc.w)) << 16));
+  }
+}
+
+// Shared memory the merge needs besides the exchange: every partial's LSE, then its weight.
+constexpr int kClusterScratchFloats = 2 * kMaxCluster * kNumHeads;
+
+// The whole CTA (kCtaThreads threads) of every CTA in the cluster calls this after writing its
+// partial to partial_dst. `scratch`: kClusterScratchFloats floats of this CTA's shared memory.
+template <int kCtaThreads>
+__device__ __forceinline__ void cluster_merge(const DecodeParams& p, int row, const float* exchange_o,
+                                              const float* exchange_lse, float* scratch) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every CTA's partial is in its shared memory
+  const int n = int(cluster.num_blocks()), rank = int(cluster.block_rank());
+  float* lse = scratch;                             // [n × 16]
+  float* weight = scratch + kMaxCluster * kNumHeads;  // [n × 16]
+  for (int i = threadIdx.x; i < n * kNumHeads; i += kCtaThreads) {  // LSE of partial i / 16, head i % 16
+    lse[i] = cluster.map_shared_rank(exchange_lse, i / kNumHeads)[i % kNumHeads];
+  }
+  __syncthreads();
+  if (threadIdx.x < kNumHeads) {
+    const int h = threadIdx.x;
+    SoftmaxState<float> st = SoftmaxState<float>::empty();
+    for (int k = 0; k < n; ++k) {
+      float wa, wb;
+      st = SoftmaxState<float>::merge(st, SoftmaxState<float>::from_lse(lse[k * kNumHeads + h]), &wa, &wb);
+    }
+    for (int k = 0; k < n; ++k) weight[k * kNumHeads + h] = st.weight_of(lse[k * kNumHeads + h]);
+    if (rank == 0 && p.lse != nullptr) p.lse[std::int64_t(row) * kNumHeads + h] = st.lse();
+  }
+  __syncthreads();  // weights ready
+  switch (n) {
+    case 2:
+      merge_slice<2, kCtaThreads>(p, row, rank, exchange_o, weight);
+      break;
+    case 4:
+      merge_slice<4, kCtaThreads>(p, row, rank, exchange_o, weight);
+      break;
+    case 8:
+      merge_slice<8, kCtaThreads>(p, row, rank, exchange_o, weight);
+      break;
+    default:
+      merge_slice<16, kCtaThreads>(p, row, rank, exchange_o, weight);
+      break;
+  }
+  cluster.sync();  // the other CTAs are done reading this CTA's shared memory
+}
+
+}  // namespace mla::sm90
