@@ -100,8 +100,8 @@ TEST(GpuDecode, SplitRowsMergedInClustersAndByTheCombine) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
     const int two_piece_rows = f == KvFormat::bf16 ? 64 : 128;  // one CTA per SM for bf16, two otherwise
-    for (auto [b, l, clustered] : {std::tuple{two_piece_rows, 1000, true}, std::tuple{4, 1024, false},
-                                   std::tuple{2, 700, false}}) {
+    for (auto [b, l, clustered] :
+         {std::tuple{two_piece_rows, 1000, true}, std::tuple{4, 1024, false}, std::tuple{2, 700, false}}) {
       CaseSpec spec = CaseSpec::uniform(b, l, f);
       spec.seed = 5 + b + l;
       GpuResult r;
@@ -238,39 +238,44 @@ TEST(GpuDecode, AllRequestsEmpty) {
   for (float l : r.lse) ASSERT_TRUE(std::isinf(l) && l < 0) << "empty request must have LSE -inf";
 }
 
+// Both merge paths: the ragged case splits rows many times (combine kernel), the uniform one in two
+// (clusters of 2).
 TEST(GpuDecode, TwoRunsBitIdenticalAndGraphReplayMatches) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
-    CaseSpec spec;
-    spec.kv_lens = {8191, 1, 300, 4096, 65};
-    spec.format = f;
-    spec.dist = Distribution::peaked;
-    const HostInputs in = make_inputs(spec);
-    GpuCase gc;
-    ASSERT_NO_FATAL_FAILURE(prepare(in, &gc));
-    const std::unique_ptr<DeviceCase>& dc = gc.dc;
-    const Problem& p = gc.problem();
-    Plan pl;
-    ASSERT_TRUE(plan(p, Backend::cuda, gc.ws.get(), gc.ws.size(), &pl).ok());
-    ASSERT_GT(pl.num_split_requests, 0) << "the case must exercise the split combine";
-    std::vector<std::uint16_t> o1, o2, o3;
-    std::vector<float> l1, l2, l3;
-    ASSERT_TRUE(dc->poison_outputs().ok());
-    ASSERT_TRUE(run(p, pl, nullptr).ok());
-    ASSERT_TRUE(dc->download(&o1, &l1).ok());
-    ASSERT_TRUE(dc->poison_outputs().ok());
-    ASSERT_TRUE(run(p, pl, nullptr).ok());
-    ASSERT_TRUE(dc->download(&o2, &l2).ok());
-    ASSERT_TRUE(dc->poison_outputs().ok());
-    Status s = run_in_graph(p, pl, 3);
-    ASSERT_TRUE(s.ok()) << s.message;
-    ASSERT_TRUE(dc->download(&o3, &l3).ok());
-    EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * 2)) << to_string(f) << ": two runs differ";
-    EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4)) << to_string(f);
-    EXPECT_EQ(0, std::memcmp(o1.data(), o3.data(), o1.size() * 2)) << to_string(f) << ": graph replay differs";
-    EXPECT_EQ(0, std::memcmp(l1.data(), l3.data(), l1.size() * 4)) << to_string(f);
-    const Comparison cmp = compare(o1, l1, reference_decode(in.problem(nullptr, nullptr)));
-    EXPECT_TRUE(cmp.ok()) << cmp.summary();
+    for (bool clustered : {false, true}) {
+      CaseSpec spec = clustered ? CaseSpec::uniform(f == KvFormat::bf16 ? 64 : 128, 128, f) : CaseSpec{};
+      if (!clustered) spec.kv_lens = {8191, 1, 300, 4096, 65};
+      spec.format = f;
+      spec.dist = Distribution::peaked;
+      const HostInputs in = make_inputs(spec);
+      GpuCase gc;
+      ASSERT_NO_FATAL_FAILURE(prepare(in, &gc));
+      const std::unique_ptr<DeviceCase>& dc = gc.dc;
+      const Problem& p = gc.problem();
+      Plan pl;
+      ASSERT_TRUE(plan(p, Backend::cuda, gc.ws.get(), gc.ws.size(), &pl).ok());
+      ASSERT_GT(pl.num_split_requests, 0) << "the case must split rows";
+      ASSERT_EQ(pl.cluster_size, clustered ? 2 : 0) << describe(pl);
+      std::vector<std::uint16_t> o1, o2, o3;
+      std::vector<float> l1, l2, l3;
+      ASSERT_TRUE(dc->poison_outputs().ok());
+      ASSERT_TRUE(run(p, pl, nullptr).ok());
+      ASSERT_TRUE(dc->download(&o1, &l1).ok());
+      ASSERT_TRUE(dc->poison_outputs().ok());
+      ASSERT_TRUE(run(p, pl, nullptr).ok());
+      ASSERT_TRUE(dc->download(&o2, &l2).ok());
+      ASSERT_TRUE(dc->poison_outputs().ok());
+      Status s = run_in_graph(p, pl, 3);
+      ASSERT_TRUE(s.ok()) << s.message;
+      ASSERT_TRUE(dc->download(&o3, &l3).ok());
+      EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * 2)) << to_string(f) << ": two runs differ";
+      EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4)) << to_string(f);
+      EXPECT_EQ(0, std::memcmp(o1.data(), o3.data(), o1.size() * 2)) << to_string(f) << ": graph replay differs";
+      EXPECT_EQ(0, std::memcmp(l1.data(), l3.data(), l1.size() * 4)) << to_string(f);
+      const Comparison cmp = compare(o1, l1, reference_decode(in.problem(nullptr, nullptr)));
+      EXPECT_TRUE(cmp.ok()) << cmp.summary();
+    }
   }
 }
 

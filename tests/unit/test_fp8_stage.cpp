@@ -40,7 +40,8 @@ TEST(Fp8Stage, KernelAddressesAreKvOffset) {
         EXPECT_EQ(row * kRowBytes + k_chunk_offset(lane, k), kv_offset(row, k + lane / 16));
       }
       for (int ks = 0; ks < 2; ++ks) {
-        for (int mt = 0; mt < 8; ++mt) EXPECT_EQ(v_offset(lane, warp, ks, mt), kv_offset(32 * ks + lane, 4 * mt + warp));
+        for (int mt = 0; mt < 8; ++mt)
+          EXPECT_EQ(v_offset(lane, warp, ks, mt), kv_offset(32 * ks + lane, 4 * mt + warp));
       }
     }
   }

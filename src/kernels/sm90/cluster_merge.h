@@ -79,8 +79,8 @@ __device__ __forceinline__ void cluster_merge(const DecodeParams& p, int row, co
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every CTA's partial is in its shared memory
   const int n = int(cluster.num_blocks()), rank = int(cluster.block_rank());
-  float* lse = scratch;                             // [n × 16]
-  float* weight = scratch + kMaxCluster * kNumHeads;  // [n × 16]
+  float* lse = scratch;                                             // [n × 16]
+  float* weight = scratch + kMaxCluster * kNumHeads;                // [n × 16]
   for (int i = threadIdx.x; i < n * kNumHeads; i += kCtaThreads) {  // LSE of partial i / 16, head i % 16
     lse[i] = cluster.map_shared_rank(exchange_lse, i / kNumHeads)[i % kNumHeads];
   }

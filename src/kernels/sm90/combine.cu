@@ -35,9 +35,9 @@ __device__ __forceinline__ SoftmaxState<float> merge(const SoftmaxState<float>& 
 }
 
 __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_constant__ CombineParams p) {
-  const int b = blockIdx.x, h = blockIdx.y;  // b: q row (virtual request)
+  const int b = blockIdx.x, h = blockIdx.y;   // b: q row (virtual request)
   const int lanes = kLanes / int(gridDim.z);  // dim lanes of this CTA's chunk
-  const RequestSplit split = p.splits[b];    // written by plan(), not by the decode grid
+  const RequestSplit split = p.splits[b];     // written by plan(), not by the decode grid
   if (split.num_partials == 0) return;
   // Launched early (programmatic dependent launch): wait for the decode grid's partials.
   asm volatile("griddepcontrol.wait;\n" ::: "memory");

@@ -54,12 +54,12 @@ struct Traits {
 struct Smem {
   using T = Traits;
   alignas(128) std::uint8_t kv[T::kStages][kTile * T::kRowBytes];  // the KV as stored, swizzled: kv_offset
-  CoreTile<kNumHeads, 2 * kHeadDim> q;                      // Q, fp16 · 2^e, dims permuted
-  CoreTile<kNumHeads, T::kPBytes> p[T::kPTerms];            // P, token slots in fragment order
-  float red[kWarps][kNumHeads];                             // per-warp tile max (then l) per head
-  float logit_scale[kNumHeads];                             // per head (× 2^-e)
-  unsigned amax[kNumHeads];                                 // |Q| max per head (float bits)
-  std::uint64_t full[T::kStages];                           // stage s holds tile t (t ≡ s): phase t / kStages
+  CoreTile<kNumHeads, 2 * kHeadDim> q;                             // Q, fp16 · 2^e, dims permuted
+  CoreTile<kNumHeads, T::kPBytes> p[T::kPTerms];                   // P, token slots in fragment order
+  float red[kWarps][kNumHeads];                                    // per-warp tile max (then l) per head
+  float logit_scale[kNumHeads];                                    // per head (× 2^-e)
+  unsigned amax[kNumHeads];                                        // |Q| max per head (float bits)
+  std::uint64_t full[T::kStages];                                  // stage s holds tile t (t ≡ s): phase t / kStages
 };
 static_assert(Traits::kCtasPerSm * (sizeof(Smem) + 1024) <= 228 * 1024,
               "fp8: kCtasPerSm CTAs must fit one SM's shared memory");
@@ -117,7 +117,8 @@ __device__ __forceinline__ int p_slot(int u) {
 // A stage holds the tile's rows unpadded and swizzled: fp8_stage.h (kv_offset and the offsets the
 // copies and ldmatrix use, checked by tests/unit/test_fp8_stage.cpp).
 using fp8_stage::kv_offset;
-static_assert(fp8_stage::kRowBytes == Traits::kRowBytes && fp8_stage::kRows == kTile, "fp8_stage.h describes this tile");
+static_assert(fp8_stage::kRowBytes == Traits::kRowBytes && fp8_stage::kRows == kTile,
+              "fp8_stage.h describes this tile");
 
 // Tokens [t0, t0 + 64) ∩ [.., end) into stage `s` by cp.async; every thread then arrives on the
 // stage's barrier once its copies landed (128 arrivals per phase). Two ways:
@@ -240,8 +241,8 @@ __device__ __forceinline__ void k_fragments(const Smem& sm, int stage, int k0, s
     const int k = k0 + 2 * jj;  // k16 steps k, k + 1: chunks k, k + 1, bytes 4c..4c+3 of each
     std::uint32_t r[4];
     ldmatrix_x4(r, ((k & 2) ? row2 : row0) + 16 * (k & ~3));  // = row + k_chunk_offset(lane, k)
-    e4m3x4_to_f16x2x2(r[0], a[2 * jj][0], a[2 * jj][2]);  // row g: dims 4c, 4c+1 | 4c+2, 4c+3
-    e4m3x4_to_f16x2x2(r[1], a[2 * jj][1], a[2 * jj][3]);  // row g+8
+    e4m3x4_to_f16x2x2(r[0], a[2 * jj][0], a[2 * jj][2]);      // row g: dims 4c, 4c+1 | 4c+2, 4c+3
+    e4m3x4_to_f16x2x2(r[1], a[2 * jj][1], a[2 * jj][3]);      // row g+8
     e4m3x4_to_f16x2x2(r[2], a[2 * jj + 1][0], a[2 * jj + 1][2]);
     e4m3x4_to_f16x2x2(r[3], a[2 * jj + 1][1], a[2 * jj + 1][3]);
   }
