@@ -143,7 +143,9 @@ static_assert(kTile * Traits::kRowBytes % (16 * kThreads) == 0 && kDensePieces %
 __device__ __forceinline__ TileSource tile_source(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
   TileSource ts{};
   if (p.kv_row_stride == Traits::kRowBytes && t0 + kTile <= end && (rows.contiguous() || p.page_shift >= 6)) {
-    ts.src[0] = p.kv + rows(t0) * Traits::kRowBytes;  // (pages of ≥ 64 rows: the tile is in one page)
+    // Pages of ≥ 64 rows: the tile is in one page, since tiles start at multiples of 64 (work items
+    // are cut on tile boundaries: Planner.CoversEveryTokenOnce).
+    ts.src[0] = p.kv + rows(t0) * Traits::kRowBytes;
     ts.dense = true;
     return ts;
   }
