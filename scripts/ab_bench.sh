@@ -5,7 +5,8 @@
 # (whole-suite runs on different machines differ by ±3 % at the large shapes; see perf-notes v26).
 #   usage: scripts/ab_bench.sh OUTDIR FORMATS [ROUNDS] [REPS] [SHAPES]
 #   e.g.   scripts/ab_bench.sh $OUT fp8 2 30      (on the device; carry [".deps", "ab_old.tar"])
-# Prints, per round and tree, each case's device µs (column 5 of the bench table).
+# Prints, per round and tree, each case's device µs (column 5 of the bench table), then a summary
+# per case (scripts/ab_table.py: A and B over the rounds, B's change against A).
 set -uo pipefail
 out=${1:?usage: scripts/ab_bench.sh OUTDIR FORMATS [ROUNDS] [REPS] [SHAPES]}
 formats=${2:?formats, e.g. fp8 or bf16,fp8,mxfp4}
@@ -44,3 +45,5 @@ for r in $(seq "$rounds"); do
     awk "f && NF>3; /^format  cases/{f=1}" "$out/bench-$v-$r.txt"
   done
 done
+echo "=== A vs B (device µs over the rounds)"
+python3 "$root/scripts/ab_table.py" "$out"
