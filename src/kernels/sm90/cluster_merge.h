@@ -23,18 +23,23 @@
 
 namespace mla::sm90 {
 
-constexpr int kClusterOBytes = kNumHeads * kValueDim * 4;
+// A CTA's side of the merge, in shared memory it no longer needs once its tile loop is done.
+struct ClusterExchange {
+  float o[kNumHeads][kValueDim];               // the partial: normalised O (read by the cluster)
+  float lse[kNumHeads];                        // its LSE per head (read by the cluster)
+  float scratch[2 * kMaxCluster * kNumHeads];  // cluster_merge's: every partial's LSE, then weight
+};
 
 // Where an item's partial goes: rows of kValueDim floats per head, and an LSE per head.
 struct PartialDst {
   float* o;    // [16 × 512] fp32, normalised
   float* lse;  // [16]
 };
-// `exchange_o` (≥ kClusterOBytes of shared memory free once the tile loop is done) and
-// `exchange_lse` ([16] floats of shared memory) are the kernel's; used only in cluster mode.
-__device__ __forceinline__ PartialDst partial_dst(const DecodeParams& p, const WorkItem& item, void* exchange_o,
+// `exchange_o` and `exchange_lse` (shared memory, normally a ClusterExchange's o and lse) are the
+// kernel's; used only in cluster mode.
+__device__ __forceinline__ PartialDst partial_dst(const DecodeParams& p, const WorkItem& item, float* exchange_o,
                                                   float* exchange_lse) {
-  if (p.cluster > 0) return {static_cast<float*>(exchange_o), exchange_lse};
+  if (p.cluster > 0) return {exchange_o, exchange_lse};
   return {p.partial_o + std::int64_t(item.partial) * kNumHeads * kValueDim,
           p.partial_lse + std::int64_t(item.partial) * kNumHeads};
 }
@@ -67,14 +72,12 @@ __device__ __forceinline__ void merge_slice(const DecodeParams& p, int row, int 
   }
 }
 
-// Shared memory the merge needs besides the exchange: every partial's LSE, then its weight.
-constexpr int kClusterScratchFloats = 2 * kMaxCluster * kNumHeads;
-
 // The whole CTA (kCtaThreads threads) of every CTA in the cluster calls this after writing its
-// partial to partial_dst. `scratch`: kClusterScratchFloats floats of this CTA's shared memory.
+// partial to partial_dst; `scratch` is a ClusterExchange's (this CTA's shared memory).
 template <int kCtaThreads>
 __device__ __forceinline__ void cluster_merge(const DecodeParams& p, int row, const float* exchange_o,
-                                              const float* exchange_lse, float* scratch) {
+                                              const float* exchange_lse,
+                                              float (&scratch)[2 * kMaxCluster * kNumHeads]) {
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every CTA's partial is in its shared memory

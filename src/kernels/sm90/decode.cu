@@ -81,12 +81,11 @@ struct alignas(128) Smem {
   alignas(16) float s_part[2][kNumHeads][Sh::kSPitch];             // S partials of the two dim halves
   float factor[kNumHeads];                                         // this tile's rescale of O per head
   float inv_l[kNumHeads];                                          // final 1/l (× value scale) per head
-  float cluster_lse[kNumHeads];  // cluster mode: this CTA's partial LSE (its O goes to stage 0)
+  float cluster_lse[kNumHeads];  // cluster mode: this CTA's partial LSE, written before stage 0 is free
 };
 static_assert(sizeof(Smem<KvFormat::bf16>) <= 227 * 1024, "bf16 shared memory over the 227 KB limit");
-static_assert(sizeof(Smem<KvFormat::bf16>::raw[0]) >= kClusterOBytes &&
-                  sizeof(Smem<KvFormat::bf16>::raw[1]) >= 4 * kClusterScratchFloats,
-              "cluster mode: the partial fits stage 0, the merge's scratch stage 1");
+static_assert(sizeof(Smem<KvFormat::bf16>::raw[0]) >= sizeof(ClusterExchange),
+              "cluster mode: the exchange fits stage 0");
 static_assert(Traits<KvFormat::bf16>::kStages >= 3 && kNumHeads <= Traits<KvFormat::bf16>::kTile,
               "Q (16 rows) borrows stage 2, which the first tile to land there (tile 2) overwrites");
 
@@ -329,7 +328,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   // LSE from the softmax owners; 1/l shared with every warp through shared memory.
   // Partials go to the workspace, or in cluster mode stay here: O in stage 0 (free after the barrier
   // below), the LSE in cluster_lse.
-  const PartialDst part = partial_dst(p, item, sm.raw[0], sm.cluster_lse);
+  ClusterExchange& exchange = *reinterpret_cast<ClusterExchange*>(sm.raw[0]);
+  const PartialDst part = partial_dst(p, item, &exchange.o[0][0], sm.cluster_lse);
   if (si == 0) {
     sm.inv_l[sh] = st.inv_l() * p.value_scale;
     const float lse = st.lse();
@@ -364,8 +364,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     }
   }
   if (p.cluster > 0) {
-    cluster_merge<kThreads>(p, item.request, reinterpret_cast<const float*>(sm.raw[0]), sm.cluster_lse,
-                            reinterpret_cast<float*>(sm.raw[1]));
+    cluster_merge<kThreads>(p, item.request, &exchange.o[0][0], sm.cluster_lse, exchange.scratch);
   }
 }
 

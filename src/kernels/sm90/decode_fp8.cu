@@ -63,9 +63,7 @@ struct Smem {
 };
 static_assert(Traits::kCtasPerSm * (sizeof(Smem) + 1024) <= 228 * 1024,
               "fp8: kCtasPerSm CTAs must fit one SM's shared memory");
-static_assert(Traits::kStages >= 2 && sizeof(Smem::kv[0]) >= kClusterOBytes &&
-                  sizeof(Smem::kv[1]) >= 1024 + 4 * kClusterScratchFloats,
-              "cluster mode: the partial fits stage 0, its LSE and the merge weights stage 1");
+static_assert(sizeof(Smem::kv[0]) >= sizeof(ClusterExchange), "cluster mode: the exchange fits stage 0");
 static_assert(Traits::kCtasPerSm <= kMaxDecodeCtasPerSm, "the workspace is sized for kMaxDecodeCtasPerSm CTAs per SM");
 
 // ── e4m3 helpers ────────────────────────────────────────────────────────────────────────────────
@@ -474,14 +472,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     wgmma_wait<0>();
     retire(kGroups - 1);
   }
-  // Cluster mode: the partial stays in stage 0, its LSE and the merge weights in stage 1.
-  float* exchange_lse = reinterpret_cast<float*>(sm.kv[1]);
-  write_output(p, item, partial_dst(p, item, sm.kv[0], exchange_lse), sm.red, st, o, T::kOutScale,
-               [&](int mt) { return v_row_dim(mt, warp, g); });
-  if (p.cluster > 0) {
-    cluster_merge<kThreads>(p, item.request, reinterpret_cast<const float*>(sm.kv[0]), exchange_lse,
-                            exchange_lse + 256);
-  }
+  // Cluster mode: the exchange is stage 0.
+  finish_item(p, item, *reinterpret_cast<ClusterExchange*>(sm.kv[0]), sm.red, st, o, T::kOutScale,
+              [&](int mt) { return v_row_dim(mt, warp, g); });
 }
 
 }  // namespace

@@ -71,8 +71,7 @@ struct Smem {
 };
 static_assert(Traits::kCtasPerSm * (sizeof(Smem) + 1024) <= 228 * 1024,
               "MXFP4: kCtasPerSm CTAs must fit one SM's shared memory");
-static_assert(sizeof(Smem::vt) >= kClusterOBytes + 1024 + 4 * kClusterScratchFloats,
-              "cluster mode: the partial, its LSE and the merge weights fit in Vt");
+static_assert(sizeof(Smem::vt) >= sizeof(ClusterExchange), "cluster mode: the exchange fits in Vt");
 static_assert(Traits::kCtasPerSm <= kMaxDecodeCtasPerSm, "the workspace is sized for kMaxDecodeCtasPerSm CTAs per SM");
 constexpr int kVtSbo = kTile / 8 * 128;  // bytes between value-row groups of Vt (1024)
 
@@ -476,14 +475,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 
   // Oᵀ is in units of 2^(A − 127); value rows map to dims by value_row_dim.
   const float o_scale = a_run < 0 ? 1.f : decode_e8m0(std::uint8_t(a_run));
-  // Cluster mode: the partial stays in Vt's first half, its LSE and the merge weights after it.
-  float* exchange_lse = reinterpret_cast<float*>(&sm.vt[0][0][0][0] + kClusterOBytes);
-  write_output(p, item, partial_dst(p, item, &sm.vt[0][0][0][0], exchange_lse), sm.red, st, o, o_scale,
-               [&](int mt) { return value_row_dim(64 * mt + 16 * warp + g); });
-  if (p.cluster > 0) {
-    cluster_merge<kThreads>(p, item.request, reinterpret_cast<const float*>(&sm.vt[0][0][0][0]), exchange_lse,
-                            exchange_lse + 256);
-  }
+  // Cluster mode: the exchange is Vt.
+  finish_item(p, item, *reinterpret_cast<ClusterExchange*>(sm.vt), sm.red, st, o, o_scale,
+              [&](int mt) { return value_row_dim(64 * mt + 16 * warp + g); });
 }
 
 }  // namespace

@@ -31,9 +31,8 @@ cudaError_t launch_decode_mxfp4(const DecodeParams& p, cudaStream_t stream);
 int decode_mxfp4_max_active_clusters(int n);
 
 // The three decode kernels' launch, preparation and cluster probe, in one place.
-template <class Kernel>
-cudaLaunchConfig_t decode_config(Kernel, int grid, int threads, std::size_t smem, int cluster, cudaStream_t stream,
-                                 cudaLaunchAttribute* attr) {
+inline cudaLaunchConfig_t decode_config(int grid, int threads, std::size_t smem, int cluster, cudaStream_t stream,
+                                        cudaLaunchAttribute* attr) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(unsigned(grid));
   cfg.blockDim = dim3(unsigned(threads));
@@ -54,7 +53,7 @@ template <class Kernel>
 cudaError_t launch_decode_kernel(Kernel kernel, const DecodeParams& p, int threads, std::size_t smem,
                                  cudaStream_t stream) {
   cudaLaunchAttribute attr{};
-  const cudaLaunchConfig_t cfg = decode_config(kernel, p.num_items, threads, smem, p.cluster, stream, &attr);
+  const cudaLaunchConfig_t cfg = decode_config(p.num_items, threads, smem, p.cluster, stream, &attr);
   return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 template <class Kernel>
@@ -66,7 +65,7 @@ cudaError_t prepare_decode_kernel(Kernel kernel, std::size_t smem) {
 template <class Kernel>
 int max_active_decode_clusters(Kernel kernel, int threads, std::size_t smem, int n) {
   cudaLaunchAttribute attr{};
-  const cudaLaunchConfig_t cfg = decode_config(kernel, n, threads, smem, n, nullptr, &attr);
+  const cudaLaunchConfig_t cfg = decode_config(n, threads, smem, n, nullptr, &attr);
   int clusters = 0;
   if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
     (void)cudaGetLastError();  // not sticky: clear it

@@ -189,4 +189,13 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
   }
 }
 
+// write_output, or in cluster mode write_output into `x` (this CTA's exchange) and cluster_merge.
+template <class DimOf>
+__device__ __forceinline__ void finish_item(const DecodeParams& p, const WorkItem& item, ClusterExchange& x,
+                                            float (&red)[kWarps][kNumHeads], SoftmaxState<float> (&st)[4],
+                                            const float (&o)[kMTiles][8], float o_scale, DimOf dim_of) {
+  write_output(p, item, partial_dst(p, item, &x.o[0][0], x.lse), red, st, o, o_scale, dim_of);
+  if (p.cluster > 0) cluster_merge<kThreads>(p, item.request, &x.o[0][0], x.lse, x.scratch);
+}
+
 }  // namespace mla::sm90::wg
