@@ -58,7 +58,6 @@ struct Smem {
   CoreTile<kNumHeads, T::kPBytes> p[T::kPTerms];                   // P, token slots in fragment order
   float red[kWarps][kNumHeads];                                    // per-warp tile max (then l) per head
   float logit_scale[kNumHeads];                                    // per head (× 2^-e)
-  unsigned amax[kNumHeads];                                        // |Q| max per head (float bits)
   std::uint64_t full[T::kStages];                                  // stage s holds tile t (t ≡ s): phase t / kStages
 };
 static_assert(Traits::kCtasPerSm * (sizeof(Smem) + 1024) <= 228 * 1024,
@@ -191,28 +190,26 @@ __device__ __forceinline__ void copy_tile(Smem& sm, int s, const TileSource& ts)
 __device__ __forceinline__ void store_q(Smem& sm, const DecodeParams& p, const QRegs& q) {
   constexpr int kPerThread = kQPerThread;
   const uint4(&x)[kPerThread] = q.x;
-  if (threadIdx.x < kNumHeads) sm.amax[threadIdx.x] = 0;
-  __syncthreads();
+  // |Q| max of this thread's head: its own pieces, then the head's 8 lanes (q_piece).
+  float m = 0.f;
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
-    const int h = (threadIdx.x + j * kThreads) / (kHeadDim / 8);
     const std::uint32_t w[4] = {x[j].x, x[j].y, x[j].z, x[j].w};
-    float m = 0.f;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       m = fmaxf(m, fabsf(bits_to_float(w[i] << 16)));
       m = fmaxf(m, fabsf(bits_to_float(w[i] & 0xFFFF0000u)));
     }
-    atomicMax(&sm.amax[h], float_to_bits(m));  // non-negative floats order as their bits
   }
-  __syncthreads();
+#pragma unroll
+  for (int off = 1; off < 8; off <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  const std::uint32_t am = float_to_bits(m);  // non-negative: its bits order as the floats
+  const int e = am == 0 ? 0 : min(max(13 - (int((am >> 23) & 0xFF) - 127), -100), 100);
+  const float scale = bits_to_float(std::uint32_t(127 + e) << 23);
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
-    const int piece = threadIdx.x + j * kThreads;
-    const int h = piece / (kHeadDim / 8), d0 = (piece % (kHeadDim / 8)) * 8;
-    const std::uint32_t am = sm.amax[h];
-    const int e = am == 0 ? 0 : min(max(13 - (int((am >> 23) & 0xFF) - 127), -100), 100);
-    const float scale = bits_to_float(std::uint32_t(127 + e) << 23);
+    const QPiece pc = q_piece(j);
+    const int h = pc.h, d0 = pc.d0;
     std::uint32_t f[4];  // dims d0 + 2i, d0 + 2i + 1
     const std::uint32_t w[4] = {x[j].x, x[j].y, x[j].z, x[j].w};
 #pragma unroll

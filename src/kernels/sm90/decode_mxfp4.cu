@@ -209,8 +209,8 @@ __device__ __forceinline__ int tile_factors(Smem& sm, int warp, int lane) {
 __device__ __forceinline__ void store_q(Smem& sm, const QRegs& q) {
 #pragma unroll
   for (int j = 0; j < kQPerThread; ++j) {
-    const int piece = threadIdx.x + j * kThreads;
-    const int h = piece / (kHeadDim / 8), d0 = (piece % (kHeadDim / 8)) * 8;
+    const QPiece pc = q_piece(j);
+    const int h = pc.h, d0 = pc.d0;
     const int blk = d0 / 32, c = (d0 % 32) / 8;
     std::uint8_t* row = &sm.q.bytes[h / 8][0][h % 8][0];  // chunk k of this row: row + 128k
     const auto put = [&](int chunk, std::uint32_t pair) {

@@ -119,18 +119,31 @@ __device__ __forceinline__ std::uint32_t bf16x2_rn(float lo, float hi) {
 
 // ── Q ───────────────────────────────────────────────────────────────────────────────────────────
 // fetch_q issues Q's loads of q row `v` (first thing in a kernel: they need only the work item);
-// each kernel's store_q converts and stores them in its own layout.
+// each kernel's store_q converts and stores them in its own layout. Piece j of a thread (8 bf16
+// dims, q_piece): warp w holds heads 4w..4w+3, lane l head 4w + l/8, dims 8·(l%8 + 8j) .. + 7 — the
+// 8 lanes of a head can reduce over it by shuffles, and a warp load is 4 runs of 128 bytes.
 constexpr int kQPieces = kNumHeads * kHeadDim / 8;  // 8 bf16 each
 constexpr int kQPerThread = kQPieces / kThreads;
 static_assert(kQPieces % kThreads == 0, "whole Q pieces per thread");
+static_assert(kNumHeads == 4 * kWarps && kHeadDim == 64 * kQPerThread, "q_piece: 4 heads per warp, 8 lanes per head");
+struct QPiece {
+  int h, d0;  // head, first dim
+};
+__device__ __forceinline__ QPiece q_piece(int j) {
+  const int lane = threadIdx.x % 32;
+  return {4 * (int(threadIdx.x) / 32) + lane / 8, 8 * (lane % 8 + 8 * j)};
+}
 struct QRegs {
   uint4 x[kQPerThread];
 };
 __device__ __forceinline__ QRegs fetch_q(const DecodeParams& p, int v) {
-  const uint4* src = reinterpret_cast<const uint4*>(p.q + std::int64_t(v) * kNumHeads * kHeadDim);
+  const std::uint16_t* row = p.q + std::int64_t(v) * kNumHeads * kHeadDim;
   QRegs q;
 #pragma unroll
-  for (int j = 0; j < kQPerThread; ++j) q.x[j] = __ldg(src + threadIdx.x + j * kThreads);
+  for (int j = 0; j < kQPerThread; ++j) {
+    const QPiece pc = q_piece(j);
+    q.x[j] = __ldg(reinterpret_cast<const uint4*>(row + pc.h * kHeadDim + pc.d0));
+  }
   return q;
 }
 
