@@ -97,7 +97,7 @@ struct CheckCase {
 
 std::vector<CheckCase> build_sweep(const Options& o, Backend backend, const std::vector<int>& s_qs) {
   const bool cuda = backend == Backend::cuda;
-  // Shapes: the cpu sweep stays small (about a minute on two cores); the ragged layout always
+  // Shapes: the cpu sweep stays small (seconds on two cores); the ragged layout always
   // holds the 0, 1, 63, 64, 65, prime and 8191 lengths.
   const int uniform_batch = cuda ? 16 : 3;
   const int uniform_len = cuda ? 1500 : 333;

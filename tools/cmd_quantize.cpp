@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "cli_util.h"
@@ -133,6 +134,13 @@ Options parse(int argc, char** argv) {
     return pa == pb;
   };
   if (same(o.out, o.scales)) throw UsageError{"--out and --scales name the same file"};
+  // A directory cannot be replaced by the output's rename; refuse it before anything is written (a
+  // later rename failing would otherwise have to remove the other, already renamed, output).
+  for (const auto& [name, path] :
+       {std::pair<const char*, const std::string&>{"--out", o.out}, {"--scales", o.scales}}) {
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) throw UsageError{std::string(name) + ": '" + path + "' is a directory"};
+  }
   if (same(o.in, o.out) || same(o.in, o.scales)) throw UsageError{"--in must differ from --out and --scales"};
   return o;
 }

@@ -331,6 +331,15 @@ TEST(Validate, RowsTimesScaleStrideOverflows64Bits) {
   expect_invalid(c, Backend::cuda, "scale_stride overflows");
 }
 
+TEST(Validate, PageTableSizeOverflows64Bits) {
+  Problem c = cuda_problem(KvFormat::bf16);
+  c.paging.page_size = 64;
+  c.paging.page_table = fake_device_ptr<const std::int32_t>(0x7f0000500000);
+  c.paging.page_table_entries = 1;
+  c.paging.page_table_stride = std::int64_t(1) << 62;  // × batch 4 = 2^64 entries
+  expect_invalid(c, Backend::cuda, "page table size overflows");
+}
+
 // ---- paging ----
 
 TEST(Validate, PageSizesOtherThan1_16_64) {
