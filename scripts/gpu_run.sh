@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command for the H200 machine (bare, no network): builds for sm_90a, runs the GPU and unit
 # tests, compute-sanitizer memcheck + racecheck on a small suite, and `mla bench` on SPEC §4's
-# 24 cases. Writes logs and JSON into OUTDIR and prints a short table last.
+# 24 cases. Writes logs and JSON into OUTDIR and prints a short table last (also OUTDIR/summary.txt,
+# to commit next to the JSON). Fails when the GPU tests did not run (no usable GPU).
 #   usage: MLA_COMMIT=<hash> scripts/gpu_run.sh OUTDIR
 # GoogleTest sources are carried in .deps/googletest (cp -r /usr/src/googletest .deps/). The device
 # machine gets the working tree without .git, so pass the commit being measured in MLA_COMMIT
@@ -31,6 +32,14 @@ echo "ptxas wgmma serialization notes: $(grep -c -E 'C751[0-9]' "$out/build.log"
 step "tests (unit + gpu)"
 ctest --test-dir build-gpu --output-on-failure -j4 -E "cli\." >"$out/ctest.log" 2>&1 || status=1
 tail -15 "$out/ctest.log"
+# GPU tests skip (and CTest counts them as passed) where no sm_90 GPU is usable: that is a failure here.
+gpu_skipped=$(grep -c -E "Gpu[A-Za-z]+\.[A-Za-z0-9_]+ .*Skipped" "$out/ctest.log")
+gpu_passed=$(grep -c -E "Gpu[A-Za-z]+\.[A-Za-z0-9_]+ .*Passed" "$out/ctest.log")
+echo "GPU tests: $gpu_passed passed, $gpu_skipped skipped"
+if [ "$gpu_skipped" -ne 0 ] || [ "$gpu_passed" -eq 0 ]; then
+  echo "GPU TESTS DID NOT RUN"
+  status=1
+fi
 
 step "compute-sanitizer"
 san_status="ok"
@@ -41,10 +50,17 @@ for tool in memcheck racecheck; do
 done
 
 step "bench"
-./build-gpu/mla bench --json "$out/bench.json" 2>"$out/bench-progress.log" | tee "$out/bench.txt" || status=1
+./build-gpu/mla bench --backend cuda --json "$out/bench.json" 2>"$out/bench-progress.log" | tee "$out/bench.txt" ||
+  status=1
 
 step "summary"
-grep -E "tests passed|tests failed" "$out/ctest.log"
-echo "compute-sanitizer: $san_status"
-cat "$out/bench.txt" | tail -40
+{
+  echo "commit $MLA_COMMIT, $(date -u +%Y-%m-%dT%H:%M:%SZ), $SECONDS s"
+  cat "$out/gpu.txt"
+  grep -E "tests passed|tests failed" "$out/ctest.log"
+  echo "GPU tests: $gpu_passed passed, $gpu_skipped skipped"
+  echo "compute-sanitizer: $san_status"
+  for tool in memcheck racecheck; do tail -n 1 "$out/sanitizer-$tool.log"; done
+  tail -40 "$out/bench.txt"
+} | tee "$out/summary.txt"
 exit $status
