@@ -296,8 +296,11 @@ void write_json(const std::string& path, const Options& o, Backend backend, cons
       << ", \"layout\": " << json_str(r.layout);
     f << ", \"call_us\": " << num(r.call.mean_us) << ", \"call_us_median\": " << num(r.call.median_us);
     f << ", \"device_us\": " << gnum(r.device.mean_us) << ", \"device_us_median\": " << gnum(r.device.median_us);
-    f << ", \"floor_call_us\": " << (r.has_floor ? json_num(r.floor.call.mean_us) : "null")
-      << ", \"floor_device_us\": " << (r.has_floor ? json_num(r.floor.device.mean_us) : "null");
+    const auto fnum = [&](double v) { return r.has_floor ? json_num(v) : std::string("null"); };
+    f << ", \"floor_call_us\": " << fnum(r.floor.call.mean_us)
+      << ", \"floor_call_us_median\": " << fnum(r.floor.call.median_us)
+      << ", \"floor_device_us\": " << fnum(r.floor.device.mean_us)
+      << ", \"floor_device_us_median\": " << fnum(r.floor.device.median_us);
     f << ", \"kv_bytes\": " << r.kv_bytes << ", \"gbps\": " << json_num(r.gbps())
       << ", \"ratio_to_floor\": " << json_num(r.ratio());
     f << ", \"relerr\": " << json_num(r.relerr) << ", \"relerr_requests_checked\": " << r.requests_checked
