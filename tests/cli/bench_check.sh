@@ -39,8 +39,8 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 top = ["gpu", "commit", "date", "backend", "driver", "cases", "geomean"]
 case = ["format", "batch", "kv_len", "call_us", "call_us_median", "device_us", "device_us_median",
-        "floor_call_us", "floor_call_us_median", "floor_device_us", "floor_device_us_median", "kv_bytes", "gbps", "ratio_to_floor", "relerr",
-        "relerr_requests_checked", "lse_max_abs", "plan"]
+        "floor_call_us", "floor_call_us_median", "floor_device_us", "floor_device_us_median", "kv_bytes",
+        "gbps", "ratio_to_floor", "relerr", "relerr_requests_checked", "lse_max_abs", "plan"]
 missing = [k for k in top if k not in d]
 assert not missing, f"top-level keys missing: {missing}"
 assert d["backend"] == "cpu" and d["gpu"] == "cpu", d["backend"]
