@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Summarises an in-run A/B of scripts/ab_bench.sh: per case the device µs of tree A and tree B
-over the rounds (min–max), the change of B's mean against A's, and each tree's geomean.
+"""Summarises an in-run A/B of scripts/ab_bench.sh: per case the device µs of every tree over the
+rounds (min–max), each tree's change of its mean against the baseline's, and each tree's geomean.
+The baseline is tree A (ab_old.tar) where it was measured, otherwise B (the working tree).
 
-usage: scripts/ab_table.py OUTDIR      (reads OUTDIR/bench-A-<round>.txt and bench-B-<round>.txt)
+usage: scripts/ab_table.py OUTDIR      (reads OUTDIR/bench-<tree>-<round>.txt)
 """
 import glob
 import math
 import os
+import re
 import sys
 
 
@@ -31,27 +33,46 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+def mean(xs):
+    return sum(xs) / len(xs)
+
+
+def span(v):
+    return f"{min(v):.1f}–{max(v):.1f}" if len(v) > 1 else f"{v[0]:.1f}"
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     out = sys.argv[1]
-    a, b = read_tree(out, "A"), read_tree(out, "B")
-    keys = [k for k in a if k in b]
+    names = sorted({m.group(1) for p in glob.glob(os.path.join(out, "bench-*-*.txt"))
+                    if (m := re.match(r"bench-(.+)-\d+\.txt$", os.path.basename(p)))})
+    if not names:
+        sys.exit(f"no bench-<tree>-<round>.txt in {out}")
+    base = next((n for n in ("A", "B") if n in names), names[0])
+    others = [n for n in names if n != base]
+    trees = {n: read_tree(out, n) for n in names}
+    keys = [k for k in trees[base] if all(k in trees[n] for n in others)]
     if not keys:
-        sys.exit(f"no case measured by both trees in {out}")
-    print(f"{'case':<18} {'A device µs':>14} {'B device µs':>14} {'B vs A':>8}")
+        sys.exit(f"no case measured by every tree in {out}")
+    head = f"{'case':<18} {base + ' µs':>12}" + "".join(f" {n + ' µs':>12} {'vs ' + base:>7}" for n in others)
+    print(head)
     for fmt in ("bf16", "fp8", "mxfp4"):
         rows = [k for k in keys if k[0] == fmt]
         if not rows:
             continue
         for k in rows:
-            ma, mb = sum(a[k]) / len(a[k]), sum(b[k]) / len(b[k])
-            span = lambda v: f"{min(v):.1f}–{max(v):.1f}" if len(v) > 1 else f"{v[0]:.1f}"
-            case = f"{fmt} {k[1]}x{k[2]}"
-            print(f"{case:<18} {span(a[k]):>14} {span(b[k]):>14} {100 * (mb / ma - 1):+7.1f}%")
-        ga = geomean([sum(a[k]) / len(a[k]) for k in rows])
-        gb = geomean([sum(b[k]) / len(b[k]) for k in rows])
-        print(f"{fmt + ' geomean':<18} {ga:>14.1f} {gb:>14.1f} {100 * (gb / ga - 1):+7.1f}%")
+            mb = mean(trees[base][k])
+            line = f"{fmt + ' ' + str(k[1]) + 'x' + str(k[2]):<18} {span(trees[base][k]):>12}"
+            for n in others:
+                line += f" {span(trees[n][k]):>12} {100 * (mean(trees[n][k]) / mb - 1):+6.1f}%"
+            print(line)
+        gb = geomean([mean(trees[base][k]) for k in rows])
+        line = f"{fmt + ' geomean':<18} {gb:>12.1f}"
+        for n in others:
+            g = geomean([mean(trees[n][k]) for k in rows])
+            line += f" {g:>12.1f} {100 * (g / gb - 1):+6.1f}%"
+        print(line)
 
 
 if __name__ == "__main__":
