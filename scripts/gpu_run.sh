@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command for the H200 machine (bare, no network): builds for sm_90a, runs the GPU and unit
 # tests, compute-sanitizer memcheck + racecheck on a small suite, and `mla bench` on SPEC §4's
-# 24 cases. Writes logs and JSON into OUTDIR and prints a short table last (also OUTDIR/summary.txt,
-# to commit next to the JSON). Fails when the GPU tests did not run (no usable GPU).
+# 24 cases. Writes bench.json, bench.txt, summary.txt (to commit next to the JSON) and logs.tgz
+# (build, test, sanitizer and bench-progress logs) into OUTDIR and prints a short table last. Fails
+# when the GPU tests did not run (no usable GPU).
 #   usage: MLA_COMMIT=<hash> scripts/gpu_run.sh OUTDIR
 # GoogleTest sources are carried in .deps/googletest (cp -r /usr/src/googletest .deps/). The device
 # machine gets the working tree without .git, so pass the commit being measured in MLA_COMMIT
@@ -63,4 +64,8 @@ step "summary"
   for tool in memcheck racecheck; do tail -n 1 "$out/sanitizer-$tool.log"; done
   tail -40 "$out/bench.txt"
 } | tee "$out/summary.txt"
+# The logs go into one archive, so that OUTDIR holds four files (bench.json, bench.txt, summary.txt,
+# logs.tgz): machines that return only a few files return all of them.
+logs=(gpu.txt build.log ctest.log sanitizer-memcheck.log sanitizer-racecheck.log bench-progress.log)
+(cd "$out" && tar czf logs.tgz "${logs[@]}" 2>/dev/null && rm -f "${logs[@]}")
 exit $status
