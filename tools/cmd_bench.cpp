@@ -120,6 +120,8 @@ struct Row {
   testing::GpuTiming floor;
   bool has_floor = false;
   double spin_us = kNaN;
+  double sm_mhz = kNaN;        // SM clock before the device-time reps of the call
+  double floor_sm_mhz = kNaN;  // … and of the floor
   int unhidden_reps = 0;
   std::int64_t kv_bytes = 0;
   double relerr = kNaN;
@@ -231,6 +233,8 @@ Row run_case(const Options& o, Backend backend, testing::GpuTimer* timer, KvForm
       r.call = t.call;
       r.device = t.device;
       r.spin_us = t.spin_us;
+      r.sm_mhz = t.spin_sm_mhz;
+      r.floor_sm_mhz = r.floor.spin_sm_mhz;
       r.unhidden_reps = t.unhidden_reps;
       r.has_floor = true;
     } else {
@@ -307,6 +311,7 @@ void write_json(const std::string& path, const Options& o, Backend backend, cons
       << ", \"relerr_worst_request\": " << json_num(r.relerr_worst_request)
       << ", \"lse_max_abs\": " << json_num(r.lse_max_abs);
     f << ", \"spin_us\": " << json_num(r.spin_us) << ", \"unhidden_reps\": " << r.unhidden_reps;
+    f << ", \"sm_mhz\": " << json_num(r.sm_mhz) << ", \"floor_sm_mhz\": " << json_num(r.floor_sm_mhz);
     f << ", \"passed\": " << (r.passed ? "true" : "false") << ", \"error\": " << json_str(r.error);
     f << ", \"plan\": " << json_str(r.plan) << "}";
   }
@@ -395,6 +400,17 @@ int cmd_bench(int argc, char** argv) {
   int failed = 0;
   for (const Row& r : rows) failed += !r.passed;
   std::printf("\n%d of %zu cases passed%s\n", int(rows.size()) - failed, rows.size(), failed ? " — FAILED" : "");
+  // The SM clock right before the timed calls: small cases are latency at SM speed, and the clock
+  // is the machine's to choose (perf-notes, session 7), so show its spread.
+  double mhz_lo = kNaN, mhz_hi = kNaN;
+  for (const Row& r : rows) {
+    if (!(r.sm_mhz > 0)) continue;
+    mhz_lo = std::isnan(mhz_lo) ? r.sm_mhz : std::min(mhz_lo, r.sm_mhz);
+    mhz_hi = std::isnan(mhz_hi) ? r.sm_mhz : std::max(mhz_hi, r.sm_mhz);
+  }
+  if (!std::isnan(mhz_lo)) {
+    std::printf("SM clock before the timed calls: %.0f–%.0f MHz (sm_mhz per case in the JSON)\n", mhz_lo, mhz_hi);
+  }
   bool sampled = false;
   for (const Row& r : rows) sampled = sampled || (r.requests_checked && r.requests_checked < r.batch);
   if (sampled) {

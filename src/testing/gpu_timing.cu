@@ -27,14 +27,21 @@ Status cuda_status(cudaError_t e, const char* what) {
 
 #define MLA_TIMING_CUDA(call) MLA_TIMING_TRY(cuda_status((call), #call))
 
-// Busy-waits `ns` nanoseconds of the global timer on one thread.
-__global__ void spin_kernel(unsigned long long ns) {
-  unsigned long long start = 0;
+// Busy-waits `ns` nanoseconds of the global timer on one thread. With `clocks` set, adds the SM
+// cycles and the nanoseconds it spun to clocks[0] and clocks[1]: their ratio is the SM clock right
+// before the call under test (small calls are latency at SM speed, so their times follow it).
+__global__ void spin_kernel(unsigned long long ns, unsigned long long* clocks) {
+  unsigned long long start = 0, now = 0;
+  const long long c0 = clock64();
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
   for (;;) {
-    unsigned long long now = 0;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
     if (now - start >= ns) break;
+  }
+  const long long c1 = clock64();
+  if (clocks != nullptr) {
+    atomicAdd(clocks, static_cast<unsigned long long>(c1 - c0));
+    atomicAdd(clocks + 1, now - start);
   }
 }
 
@@ -82,6 +89,7 @@ class CudaGpuTimer final : public GpuTimer {
     if (stream_) cudaStreamSynchronize(stream_);
     release_floor_buffer();
     if (sink_) cudaFree(sink_);
+    if (clocks_) cudaFree(clocks_);
     if (flush_) cudaFree(flush_);
     if (a_) cudaEventDestroy(a_);
     if (b_) cudaEventDestroy(b_);
@@ -96,7 +104,8 @@ class CudaGpuTimer final : public GpuTimer {
     MLA_TIMING_CUDA(cudaMalloc(&flush_, flush_bytes_));
     MLA_TIMING_CUDA(cudaMalloc(reinterpret_cast<void**>(&sink_), sizeof(unsigned)));
     MLA_TIMING_CUDA(cudaMemset(sink_, 0, sizeof(unsigned)));
-    spin_kernel<<<1, 1, 0, stream_>>>(1000);  // loads the module now, not in a timed rep
+    MLA_TIMING_CUDA(cudaMalloc(reinterpret_cast<void**>(&clocks_), 2 * sizeof(unsigned long long)));
+    spin_kernel<<<1, 1, 0, stream_>>>(1000, nullptr);  // loads the module now, not in a timed rep
     MLA_TIMING_CUDA(cudaGetLastError());
     MLA_TIMING_CUDA(cudaDeviceSynchronize());
     return Status::success();
@@ -134,6 +143,7 @@ class CudaGpuTimer final : public GpuTimer {
 
     std::vector<double> device_us;
     host_us.clear();
+    MLA_TIMING_CUDA(cudaMemsetAsync(clocks_, 0, 2 * sizeof(unsigned long long), stream_));
     for (int r = 0; r < reps; ++r) {
       double gpu = 0;
       double host = 0;
@@ -145,6 +155,9 @@ class CudaGpuTimer final : public GpuTimer {
       if (host >= spin_us) ++out->unhidden_reps;
     }
     out->device = summarize(device_us);
+    unsigned long long clocks[2] = {0, 0};
+    MLA_TIMING_CUDA(cudaMemcpy(clocks, clocks_, sizeof(clocks), cudaMemcpyDeviceToHost));
+    if (clocks[1] > 0) out->spin_sm_mhz = 1000.0 * double(clocks[0]) / double(clocks[1]);
     const Stats h = summarize(host_us);
     out->host_us_median = h.median_us;
     out->host_us_max = h.max_us;
@@ -186,7 +199,7 @@ class CudaGpuTimer final : public GpuTimer {
     MLA_TIMING_CUDA(cudaMemsetAsync(flush_, rep & 0xFF, flush_bytes_, stream_));
     MLA_TIMING_CUDA(cudaStreamSynchronize(stream_));
     if (spin_ns) {
-      spin_kernel<<<1, 1, 0, stream_>>>(spin_ns);
+      spin_kernel<<<1, 1, 0, stream_>>>(spin_ns, clocks_);
       MLA_TIMING_CUDA(cudaGetLastError());
     }
     const auto t0 = std::chrono::steady_clock::now();
@@ -214,6 +227,7 @@ class CudaGpuTimer final : public GpuTimer {
   void* floor_ = nullptr;
   std::int64_t floor_bytes_ = 0;
   unsigned* sink_ = nullptr;
+  unsigned long long* clocks_ = nullptr;  // [SM cycles, ns] summed over the device-time reps' spins
 };
 
 }  // namespace

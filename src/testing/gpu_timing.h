@@ -77,6 +77,7 @@ struct GpuTiming {
   Stats call;                 // call latency: L2 flushed, GPU idle, host work included
   Stats device;               // device time: launch latency hidden behind the spin kernel
   double spin_us = 0;         // spin length used for the device-time reps
+  double spin_sm_mhz = 0;     // mean SM clock (MHz) over those spins, measured right before each call
   double host_us_median = 0;  // host time to enqueue event A + the call (device-time reps)
   double host_us_max = 0;
   int unhidden_reps = 0;  // device-time reps whose host enqueue outlasted the spin (then A→B

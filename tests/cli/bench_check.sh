@@ -40,7 +40,8 @@ d = json.load(open(sys.argv[1]))
 top = ["gpu", "commit", "date", "backend", "driver", "cases", "geomean"]
 case = ["format", "batch", "kv_len", "call_us", "call_us_median", "device_us", "device_us_median",
         "floor_call_us", "floor_call_us_median", "floor_device_us", "floor_device_us_median", "kv_bytes",
-        "gbps", "ratio_to_floor", "relerr", "relerr_requests_checked", "lse_max_abs", "plan"]
+        "gbps", "ratio_to_floor", "relerr", "relerr_requests_checked", "lse_max_abs", "sm_mhz", "floor_sm_mhz",
+        "plan"]
 missing = [k for k in top if k not in d]
 assert not missing, f"top-level keys missing: {missing}"
 assert d["backend"] == "cpu" and d["gpu"] == "cpu", d["backend"]
