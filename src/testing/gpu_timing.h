@@ -1,7 +1,8 @@
 // GPU measurement harness of SPEC §4.
 //
-// Every rep starts from a cold L2: a 256 MiB cudaMemsetAsync (≥ 2× the H200's 60 MB L2) on the
-// timing stream, then a stream synchronize so the GPU is idle. Then
+// Every rep starts with rep % 4 empty launches (they rotate the rep's position in the command
+// stream, which moves small calls by ~0.9 µs), then a cold L2: a 256 MiB cudaMemsetAsync (≥ 2× the
+// H200's 60 MB L2) on the timing stream, then a stream synchronize so the GPU is idle. Then
 //   call latency: event A, the user's call (host work included), event B;
 //   device time:  a short spin kernel, event A, the call, event B — the spin keeps the GPU busy
 //                 while the host enqueues A and the call, so A→B is GPU time only.
