@@ -2,11 +2,14 @@
 # In-run A/B on the H200: builds the working tree (tree B) and older or alternative trees from
 # tarballs in the repository root (ignored, so carry them): ab_old.tar gives tree A, any other
 # ab_<name>.tar gives tree <name> (make them with `git archive <commit> > ab_old.tar`). Runs the
-# working tree's GPU tests once, then alternates `mla bench` between all trees, round by round, so
-# that every tree sees the same machine (whole-suite runs on different machines differ by ±3 % at
-# the large shapes; see perf-notes v26).
+# trees' GPU tests, then alternates `mla bench` between all trees, round by round, so that every
+# tree sees the same machine (whole-suite runs on different machines differ by ±3 % at the large
+# shapes; see perf-notes v26). OUTDIR gets many files: on a machine that returns few, give it a
+# scratch directory and keep the printed summary.
 #   usage: scripts/ab_bench.sh OUTDIR FORMATS [ROUNDS] [REPS] [SHAPES]
 #   e.g.   scripts/ab_bench.sh $OUT fp8 2 30      (on the device; carry [".deps", "ab_old.tar"])
+# AB_TEST_TREES="B x" runs the GPU tests of those trees only (default: every tree); AB_SANITIZE=1 adds
+# compute-sanitizer memcheck and racecheck of the small suite for each tested tree.
 # Prints, per round and tree, each case's device µs (column 5 of the bench table), then a summary
 # per case (scripts/ab_table.py: every tree over the rounds, each against the baseline A, or B
 # where there is no ab_old.tar).
@@ -56,6 +59,13 @@ for n in ${AB_TEST_TREES:-${names[@]}}; do  # AB_TEST_TREES="A x": test only the
   timeout 300 "$(build_dir "$n")/mla_gpu_tests" >"$out/gtest-$n.log" 2>&1
   echo "gtest exit $?"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]" "$out/gtest-$n.log" | head -20
+  if [ -n "${AB_SANITIZE:-}" ]; then  # AB_SANITIZE=1: memcheck and racecheck of the small suite too
+    for tool in memcheck racecheck; do
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$(build_dir "$n")/mla_gpu_tests" \
+        --gtest_filter='GpuSanitizer.*' >"$out/sanitizer-$tool-$n.log" 2>&1
+      echo "$tool exit $?: $(tail -n 1 "$out/sanitizer-$tool-$n.log")"
+    done
+  fi
 done
 
 args=(bench --backend cuda --format "$formats" --reps "$reps" --check-requests 1)
