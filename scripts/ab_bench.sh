@@ -25,7 +25,7 @@ mkdir -p "$out"
 gtest="-DMLA_GTEST_SOURCE=$root/.deps/googletest"
 jobs=$(nproc)
 
-# Trees: name → source directory. A (ab_old.tar) first, so that it is the baseline.
+# Trees: name → source directory, names sorted (A, the baseline when present, before B).
 declare -A src=([B]=.)
 names=()
 for tar in ab_*.tar; do
@@ -43,8 +43,8 @@ names=($(printf '%s\n' "${names[@]}" B | sort -u))
 
 build_dir() { [ "$1" = B ] && echo build-gpu || echo "${src[$1]}/build"; }
 for n in "${names[@]}"; do
-  (cd "${src[$n]}" && d=$([ "$n" = B ] && echo build-gpu || echo build) &&
-    cmake -S . -B "$d" -G Ninja -DCMAKE_BUILD_TYPE=Release "$gtest" >"$out/build-$n.log" 2>&1 &&
+  d=$(build_dir "$n")
+  (cmake -S "${src[$n]}" -B "$d" -G Ninja -DCMAKE_BUILD_TYPE=Release "$gtest" >"$out/build-$n.log" 2>&1 &&
     cmake --build "$d" -j"$jobs" >>"$out/build-$n.log" 2>&1) &
 done
 wait
