@@ -133,7 +133,9 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   pl.num_work_items = int(items.size());
   pl.num_split_requests = wl.num_split_requests;
   pl.max_request_partials = wl.max_request_partials;
-  pl.grid = pl.num_work_items;
+  std::int64_t item_tokens = 0;
+  for (const WorkItem& it : items) item_tokens += it.kv_end - it.kv_begin;
+  pl.grid = sm90::decode_grid(p.kv.format, pl.num_work_items, cluster, sms, item_tokens);
   pl.workspace_bytes = layout.total_bytes;
   pl.workspace = workspace;
   pl.device_sms = sms;
@@ -160,6 +162,7 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   d.page_shift = page_shift(p.paging.page_size);
   d.items = reinterpret_cast<const WorkItem*>(base + layout.items_offset);
   d.num_items = plan.num_work_items;
+  d.ctas = plan.grid;
   const float kv_scale = p.kv.format == KvFormat::fp8 ? p.kv.fp8_scale : 1.0f;
   d.logit_scale = p.sm_scale * kv_scale;
   d.value_scale = kv_scale;
