@@ -133,9 +133,7 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   pl.num_work_items = int(items.size());
   pl.num_split_requests = wl.num_split_requests;
   pl.max_request_partials = wl.max_request_partials;
-  std::int64_t item_tokens = 0;
-  for (const WorkItem& it : items) item_tokens += it.kv_end - it.kv_begin;
-  pl.grid = sm90::decode_grid(p.kv.format, pl.num_work_items, cluster, sms, item_tokens);
+  pl.grid = sm90::decode_grid(p.kv.format, items, cluster, sms);
   pl.workspace_bytes = layout.total_bytes;
   pl.workspace = workspace;
   pl.device_sms = sms;

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 
 #include "kernels/common/softmax_state.h"
 #include "kernels/sm90/cluster_merge.h"
@@ -480,21 +481,19 @@ int decode_tile_tokens(KvFormat format) {
   return 64;
 }
 
-int decode_grid(KvFormat format, int num_items, int cluster, int sms, std::int64_t total_tokens) {
+int decode_grid(KvFormat format, std::span<const WorkItem> items, int cluster, int sms) {
   switch (format) {
     case KvFormat::bf16: {
       // One CTA per SM. With more items than SMs, walking saves each extra item a pipeline restart
-      // (~2.5 µs) and costs ~1 % per tile (perf-notes v42b): worth it for short items only.
-      constexpr std::int64_t kWalkMaxTokens = 64 * kTileTokens;  // mean tokens per item
-      const int slots = sms * decode_ctas_per_sm(format);
-      const bool walk = cluster == 0 && num_items > slots && total_tokens <= kWalkMaxTokens * num_items;
-      return walk ? slots : num_items;
+      // (~2.5 µs) and costs ~1 % per tile (perf-notes v42b, v42c): for items of ≤ 64 tiles on average.
+      constexpr std::int64_t kWalkMaxMeanTokens = 64 * kTileTokens;
+      return cluster > 0 ? int(items.size()) : walking_grid(items, sms * decode_ctas_per_sm(format), kWalkMaxMeanTokens);
     }
     case KvFormat::fp8:
     case KvFormat::mxfp4:
-      return num_items;
+      return int(items.size());
   }
-  return num_items;
+  return int(items.size());
 }
 
 int decode_ctas_per_sm(KvFormat format) {
