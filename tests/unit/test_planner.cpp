@@ -218,13 +218,13 @@ TEST(Planner, WalkingGrid) {
     for (int i = 0; i < n; ++i) v.push_back({i, 0, len, -1});
     return v;
   };
-  EXPECT_EQ(walking_grid(items_of(100, 1024), 132, 4096), 100);   // one wave: one CTA per item
+  EXPECT_EQ(walking_grid(items_of(100, 1024), 132, 4096), 100);  // one wave: one CTA per item
   EXPECT_EQ(walking_grid(items_of(132, 1024), 132, 4096), 132);
-  EXPECT_EQ(walking_grid(items_of(256, 1024), 132, 4096), 132);   // short items: walk
-  EXPECT_EQ(walking_grid(items_of(256, 4096), 132, 4096), 132);   // the bound is inclusive
-  EXPECT_EQ(walking_grid(items_of(256, 4097), 132, 4096), 256);   // long items: a second wave
+  EXPECT_EQ(walking_grid(items_of(256, 1024), 132, 4096), 132);  // short items: walk
+  EXPECT_EQ(walking_grid(items_of(256, 4096), 132, 4096), 132);  // the bound is inclusive
+  EXPECT_EQ(walking_grid(items_of(256, 4097), 132, 4096), 256);  // long items: a second wave
   EXPECT_EQ(walking_grid(items_of(256, 8192), 132, 4096), 256);
-  std::vector<WorkItem> mixed = items_of(200, 0);                  // empty items count as 0 tokens
+  std::vector<WorkItem> mixed = items_of(200, 0);  // empty items count as 0 tokens
   mixed[0].kv_end = 200 * 4096;
   EXPECT_EQ(walking_grid(mixed, 132, 4096), 132);
   mixed[1].kv_end = 1;

@@ -172,7 +172,7 @@ __device__ __forceinline__ int tiles_of(const WorkItem& w) {
 __device__ __forceinline__ const uint4* q_chunks(const DecodeParams& p, int v) {
   return reinterpret_cast<const uint4*>(p.q + std::int64_t(v) * kNumHeads * kHeadDim);
 }
-constexpr int kQChunks = kNumHeads * kHeadDim * 2 / 16;            // 16-byte chunks of Q (1152)
+constexpr int kQChunks = kNumHeads * kHeadDim * 2 / 16;                  // 16-byte chunks of Q (1152)
 constexpr int kQChunksPerThread = (kQChunks + kThreads - 1) / kThreads;  // 5
 __device__ __forceinline__ std::uint8_t* q_chunk_at(std::uint8_t (*stage)[kPitch], int i) {
   const int h = i / (kHeadDim * 2 / 16), ch = i % (kHeadDim * 2 / 16);
@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     const WorkItem next = has_next ? p.items[ci + stride] : WorkItem{};
     const int next_tiles = has_next ? tiles_of(next) : 0;
     const std::int64_t next_base = has_next ? row_base_of(p, next) : 0;  // used from tile num_tiles − 2 on
-    unsigned issued = 0;  // bit k: the next item's tile k went out under this item
+    unsigned issued = 0;                                    // bit k: the next item's tile k went out under this item
     SoftmaxState<float> st = SoftmaxState<float>::empty();  // head sh
     float o[8][4];
 #pragma unroll
@@ -439,7 +439,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     for (int k = 0; k < T::kStages - 1; ++k) {
       if (k < next_tiles && !((issued >> k) & 1u)) {
         Decoder<F>{p, KvRowMap(p, KvRowMap::KnownBase{}, base)}.load_tile(sm, (j + k) % T::kStages,
-                                                                         item.kv_begin + k * kTile, item.kv_end);
+                                                                          item.kv_begin + k * kTile, item.kv_end);
         cp_async_commit();
         drain = true;
       }
@@ -487,7 +487,8 @@ int decode_grid(KvFormat format, std::span<const WorkItem> items, int cluster, i
       // One CTA per SM. With more items than SMs, walking saves each extra item a pipeline restart
       // (~2.5 µs) and costs ~1 % per tile (perf-notes v42b, v42c): for items of ≤ 64 tiles on average.
       constexpr std::int64_t kWalkMaxMeanTokens = 64 * kTileTokens;
-      return cluster > 0 ? int(items.size()) : walking_grid(items, sms * decode_ctas_per_sm(format), kWalkMaxMeanTokens);
+      return cluster > 0 ? int(items.size())
+                         : walking_grid(items, sms * decode_ctas_per_sm(format), kWalkMaxMeanTokens);
     }
     case KvFormat::fp8:
     case KvFormat::mxfp4:
@@ -523,7 +524,8 @@ cudaError_t prepare_decode(KvFormat format) {
 int decode_max_active_clusters(KvFormat format, int n) {
   switch (format) {
     case KvFormat::bf16:
-      return max_active_decode_clusters(decode_kernel<KvFormat::bf16, false>, kThreads, sizeof(Smem<KvFormat::bf16>), n);
+      return max_active_decode_clusters(decode_kernel<KvFormat::bf16, false>, kThreads, sizeof(Smem<KvFormat::bf16>),
+                                        n);
     case KvFormat::fp8:
       return decode_fp8_max_active_clusters(n);
     case KvFormat::mxfp4:

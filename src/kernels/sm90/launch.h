@@ -17,7 +17,7 @@ int decode_ctas_per_sm(KvFormat format);  // resident decode CTAs per SM: the pl
 // CTAs of a decode launch (DecodeParams::ctas): bf16 CTAs walk several items each when there are more
 // items than one wave and they are short (decode.cu); otherwise, and for fp8 and MXFP4, one CTA per item.
 int decode_grid(KvFormat format, std::span<const WorkItem> items, int cluster, int sms);
-constexpr int kMaxDecodeCtasPerSm = 2;    // sizes the workspace for every format alike
+constexpr int kMaxDecodeCtasPerSm = 2;  // sizes the workspace for every format alike
 // Once per process and format, before launch_decode (raises the dynamic shared-memory limit, allows
 // clusters of up to 16).
 cudaError_t prepare_decode(KvFormat format);
