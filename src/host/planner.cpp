@@ -111,4 +111,12 @@ int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, 
   return n;
 }
 
+int walking_grid(std::span<const WorkItem> items, int slots, std::int64_t max_mean_tokens) {
+  const int n = int(items.size());
+  if (slots <= 0 || n <= slots) return n;
+  std::int64_t tokens = 0;
+  for (const WorkItem& it : items) tokens += it.kv_end - it.kv_begin;
+  return tokens <= max_mean_tokens * n ? slots : n;
+}
+
 }  // namespace mla

@@ -69,4 +69,10 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
 // when no row is split, n > max_cluster, or rows · n items exceed one wave of `slots`.
 int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, std::vector<WorkItem>* items);
 
+// How many CTAs a kernel that can walk several items per CTA (items c, c + grid, …) should launch:
+// `slots` (one wave) when the items outnumber it and average at most `max_mean_tokens` tokens —
+// walking saves each extra item a pipeline restart and costs a little per tile, so it pays for short
+// items only — else one CTA per item.
+int walking_grid(std::span<const WorkItem> items, int slots, std::int64_t max_mean_tokens);
+
 }  // namespace mla

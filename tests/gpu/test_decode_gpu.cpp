@@ -161,6 +161,40 @@ TEST(GpuDecode, BatchesOneTo512) {
   }
 }
 
+// bf16 launches one CTA per SM; more items than that are walked by each CTA in turn (items c,
+// c + grid, …), the copies of an item's first tiles streaming under the previous item's last ones.
+// Mixed lengths (empty, one token, partial tiles, long rows that the plan splits), contiguous and
+// paged, one and two query tokens, every case checked against the reference.
+TEST(GpuDecode, Bf16CtasWalkSeveralItems) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (int page : {0, 16}) {
+    for (int s_q : {1, 2}) {
+      CaseSpec spec;
+      spec.kv_lens = ragged_lengths(300, 41 + page + s_q, 1500);
+      for (int i = 0; i < 300; i += 23) spec.kv_lens[std::size_t(i)] = 0;
+      for (int i = 5; i < 300; i += 37) spec.kv_lens[std::size_t(i)] = 1 + i % 3;
+      spec.kv_lens[7] = 20000;  // longer than a CTA's even share: split, merged by the combine
+      spec.kv_lens[8] = 64;
+      spec.kv_lens[9] = 65;
+      spec.s_q = s_q;
+      spec.format = KvFormat::bf16;
+      spec.dist = Distribution::peaked;
+      spec.page_size = page;
+      spec.seed = 61 + page + s_q;
+      spec.spare_rows = 64;
+      GpuResult r;
+      ASSERT_NO_FATAL_FAILURE(run_case(spec, &r));
+      EXPECT_TRUE(r.cmp.ok()) << spec.name() << ": " << r.cmp.summary() << " | " << describe(r.plan);
+      EXPECT_EQ(r.cmp.nonfinite, 0) << spec.name();
+      EXPECT_TRUE(r.guards_ok) << spec.name();
+      EXPECT_LT(r.plan.grid, r.plan.num_work_items) << "each CTA should walk several items | " << describe(r.plan);
+      EXPECT_GT(r.plan.num_split_requests, 0) << describe(r.plan);
+      std::printf("  %-48s %s | %d items on %d CTAs\n", spec.name().c_str(), r.cmp.summary().c_str(),
+                  r.plan.num_work_items, r.plan.grid);
+    }
+  }
+}
+
 TEST(GpuDecode, PagedShuffledPages) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
@@ -339,6 +373,19 @@ TEST(GpuSanitizer, SmallSuite) {
     EXPECT_TRUE(r.cmp.ok()) << pairs.name() << ": " << r.cmp.summary();
     EXPECT_EQ(r.plan.cluster_size, 2) << describe(r.plan);
   }
+  // bf16 CTAs walking several items each (more items than SMs), under the sanitizers too.
+  CaseSpec walk;
+  walk.kv_lens = ragged_lengths(200, 9, 300);
+  walk.kv_lens[3] = 0;
+  walk.kv_lens[4] = 3000;
+  walk.format = KvFormat::bf16;
+  walk.page_size = 16;
+  walk.spare_rows = 64;
+  walk.seed = 78;
+  GpuResult r;
+  ASSERT_NO_FATAL_FAILURE(run_case(walk, &r));
+  EXPECT_TRUE(r.cmp.ok()) << walk.name() << ": " << r.cmp.summary();
+  EXPECT_LT(r.plan.grid, r.plan.num_work_items) << describe(r.plan);
 }
 
 TEST(GpuDecode, WorkspaceTooSmallRejected) {

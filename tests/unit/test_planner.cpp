@@ -211,6 +211,27 @@ TEST(Planner, ClusterWorkList) {
   }
 }
 
+// Walking (several items per CTA) only when the items outnumber one wave and are short on average.
+TEST(Planner, WalkingGrid) {
+  const auto items_of = [](int n, int len) {
+    std::vector<WorkItem> v;
+    for (int i = 0; i < n; ++i) v.push_back({i, 0, len, -1});
+    return v;
+  };
+  EXPECT_EQ(walking_grid(items_of(100, 1024), 132, 4096), 100);  // one wave: one CTA per item
+  EXPECT_EQ(walking_grid(items_of(132, 1024), 132, 4096), 132);
+  EXPECT_EQ(walking_grid(items_of(256, 1024), 132, 4096), 132);  // short items: walk
+  EXPECT_EQ(walking_grid(items_of(256, 4096), 132, 4096), 132);  // the bound is inclusive
+  EXPECT_EQ(walking_grid(items_of(256, 4097), 132, 4096), 256);  // long items: a second wave
+  EXPECT_EQ(walking_grid(items_of(256, 8192), 132, 4096), 256);
+  std::vector<WorkItem> mixed = items_of(200, 0);  // empty items count as 0 tokens
+  mixed[0].kv_end = 200 * 4096;
+  EXPECT_EQ(walking_grid(mixed, 132, 4096), 132);
+  mixed[1].kv_end = 1;
+  EXPECT_EQ(walking_grid(mixed, 132, 4096), 200);
+  EXPECT_EQ(walking_grid({}, 132, 4096), 0);
+}
+
 TEST(Planner, WorkspaceLayoutBounds) {
   for (int batch : {1, 3, 64, 256, 1000}) {
     for (int s_q = 1; s_q <= kMaxSq; ++s_q) {

@@ -133,7 +133,7 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   pl.num_work_items = int(items.size());
   pl.num_split_requests = wl.num_split_requests;
   pl.max_request_partials = wl.max_request_partials;
-  pl.grid = pl.num_work_items;
+  pl.grid = sm90::decode_grid(p.kv.format, items, cluster, sms);
   pl.workspace_bytes = layout.total_bytes;
   pl.workspace = workspace;
   pl.device_sms = sms;
@@ -160,6 +160,7 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   d.page_shift = page_shift(p.paging.page_size);
   d.items = reinterpret_cast<const WorkItem*>(base + layout.items_offset);
   d.num_items = plan.num_work_items;
+  d.ctas = plan.grid;
   const float kv_scale = p.kv.format == KvFormat::fp8 ? p.kv.fp8_scale : 1.0f;
   d.logit_scale = p.sm_scale * kv_scale;
   d.value_scale = kv_scale;

@@ -19,7 +19,9 @@
 // normalised fp32 partials that combine.cu merges by LSE.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
 
 #include "kernels/common/softmax_state.h"
 #include "kernels/sm90/cluster_merge.h"
@@ -35,6 +37,7 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 
+constexpr int kTileTokens = 64;       // tokens per tile
 constexpr int kPitch = kHeadDim * 2;  // bytes per bf16 row in shared memory (chunks swizzled, no padding)
 
 constexpr int kHalfDims = kHeadDim / 2;  // dims per S warp
@@ -55,7 +58,7 @@ struct Traits;
 
 template <>
 struct Traits<KvFormat::bf16> {
-  static constexpr int kTile = 64;  // tokens per tile
+  static constexpr int kTile = kTileTokens;
   static constexpr int kStages = 3;
   static constexpr int kRawPitch = kPitch;  // the stage is the bf16 tile
   static constexpr int kRowBytes = kHeadDim * 2;
@@ -86,14 +89,6 @@ struct alignas(128) Smem {
 static_assert(sizeof(Smem<KvFormat::bf16>) <= 227 * 1024, "bf16 shared memory over the 227 KB limit");
 static_assert(sizeof(Smem<KvFormat::bf16>::raw[0]) >= sizeof(ClusterExchange),
               "cluster mode: the exchange fits stage 0");
-static_assert(Traits<KvFormat::bf16>::kStages >= 3 && kNumHeads <= Traits<KvFormat::bf16>::kTile,
-              "Q (16 rows) borrows stage 2, which the first tile to land there (tile 2) overwrites");
-
-// Q, bf16 [16 × 1152 B] swizzled like a tile, in stage 2 until the loop starts.
-template <KvFormat F>
-__device__ __forceinline__ std::uint8_t* q_rows(Smem<F>& sm) {
-  return sm.raw[2][0];
-}
 // P (bf16, 16 heads × 64 tokens) lives in the tile's own stage: row h's last 128 bytes hold the
 // rope dims 512..575, dead once S is done (P·V reads dims < 512); byte `b` of P row h, swizzled.
 constexpr int kPChunk0 = kValueDim * 2 / 16;  // first rope chunk (64)
@@ -164,218 +159,313 @@ struct Decoder {
   }
 };
 
-template <KvFormat F>
+// The row base (KvRowMap::base()) of item w's request.
+__device__ __forceinline__ std::int64_t row_base_of(const DecodeParams& p, const WorkItem& w) {
+  return KvRowMap(p, p.s_q == 1 ? w.request : w.request / p.s_q).base();
+}
+__device__ __forceinline__ int tiles_of(const WorkItem& w) {
+  return (w.kv_end - w.kv_begin + kTileTokens - 1) / kTileTokens;
+}
+
+// Q of q row v (bf16 [16 × 576]) into a stage's first 16 rows, swizzled like a tile: by cp.async
+// (the first item, with its first tile's group) or from registers loaded earlier (later items).
+__device__ __forceinline__ const uint4* q_chunks(const DecodeParams& p, int v) {
+  return reinterpret_cast<const uint4*>(p.q + std::int64_t(v) * kNumHeads * kHeadDim);
+}
+constexpr int kQChunks = kNumHeads * kHeadDim * 2 / 16;                  // 16-byte chunks of Q (1152)
+constexpr int kQChunksPerThread = (kQChunks + kThreads - 1) / kThreads;  // 5
+__device__ __forceinline__ std::uint8_t* q_chunk_at(std::uint8_t (*stage)[kPitch], int i) {
+  const int h = i / (kHeadDim * 2 / 16), ch = i % (kHeadDim * 2 / 16);
+  return stage[h] + swz(h, ch);
+}
+// A fragments of Q for the warp's 288 dims from the stage holding it.
+__device__ __forceinline__ void q_fragments(std::uint32_t (&qa)[kKSteps][4], std::uint8_t (*stage)[kPitch], int kh,
+                                            int lane) {
+#pragma unroll
+  for (int k = 0; k < kKSteps; ++k) {
+    const int d0 = kh * kHalfDims + k * 16;
+    ldmatrix_x4(qa[k], stage[lane % 16] + swz(lane % 16, (d0 + (lane / 16) * 8) / 8));
+  }
+}
+
+// kWalk: each CTA walks items blockIdx.x, + gridDim.x, … (more items than CTAs); without it each CTA
+// takes one item and the walking code compiles away.
+template <KvFormat F, bool kWalk>
 __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_constant__ DecodeParams p) {
   using T = Traits<F>;
   using Sh = TileShape<T::kTile>;
   constexpr int kTile = T::kTile;
+  static_assert(kTile == kTileTokens, "the tile cursor counts tiles of kTileTokens");
+  static_assert(T::kStages == 3 && kNumHeads <= kTile,
+                "an item's Q rides in the stage of the tile before its first (stage 2 for the CTA's first item)");
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
   Smem<F>& sm = *reinterpret_cast<Smem<F>*>(smem_raw);
 
   launch_dependents();  // the combine grid's launch latency hides behind this kernel
-  const WorkItem item = p.items[blockIdx.x];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, c = lane % 4;    // mma fragment row group / column pair
   const int tg = warp % 4, kh = warp / 4;  // S = Q·Kᵀ: tokens [tg·kTokensS, +kTokensS), dims [288kh, +288)
   const int sh = 2 * warp + lane / 16, si = lane % 16;  // softmax: head sh, tokens [si·kTokensLane, +kTokensLane)
+  const int stride = int(gridDim.x);  // this CTA's items: blockIdx.x, + stride, … (one in cluster mode)
 
   // item.request is a q row v = b · s_q + i (its KV range already cut to token i's causal length).
-  const int b = item.request / p.s_q;
-  const Decoder<F> dec{p, KvRowMap(p, b)};
-
-  // Q of this request (16 rows × 1152 bytes) joins the first stage's copy group.
-  const std::uint8_t* qsrc =
-      reinterpret_cast<const std::uint8_t*>(p.q) + std::int64_t(item.request) * kNumHeads * kHeadDim * 2;
-  for (int i = threadIdx.x; i < kNumHeads * (kHeadDim * 2 / 16); i += kThreads) {
-    const int h = i / (kHeadDim * 2 / 16), ch = i % (kHeadDim * 2 / 16);
-    cp_async16(q_rows(sm) + h * kPitch + swz(h, ch), qsrc + std::int64_t(h) * kHeadDim * 2 + ch * 16, 16);
+  WorkItem item = p.items[blockIdx.x];
+  std::int64_t base = row_base_of(p, item);  // rows of the item's request
+  // Q of the first item (16 rows × 1152 bytes) joins the first tile's copy group, in stage 2.
+  {
+    const uint4* q = q_chunks(p, item.request);
+    for (int i = threadIdx.x; i < kQChunks; i += kThreads) cp_async16(q_chunk_at(sm.raw[2], i), q + i, 16);
   }
-  const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
+  // Tiles 0 and 1 of the first item; later items' first two tiles go out under the previous item's
+  // last two (`issued` below), or, where that item was too short, when the item starts.
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < num_tiles) dec.load_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
+    if (s < tiles_of(item)) {
+      Decoder<F>{p, KvRowMap(p, KvRowMap::KnownBase{}, base)}.load_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
+    }
     cp_async_commit();
   }
   cp_async_wait<T::kStages - 2>();
   __syncthreads();  // Q (and tile 0) landed
 
   const float logit_scale = p.logit_scale;
-  // A fragments of Q for this warp's 288 dims.
-  std::uint32_t qa[kKSteps][4];
-#pragma unroll
-  for (int k = 0; k < kKSteps; ++k) {
-    const int d0 = kh * kHalfDims + k * 16;
-    ldmatrix_x4(qa[k], q_rows(sm) + (lane % 16) * kPitch + swz(lane % 16, (d0 + (lane / 16) * 8) / 8));
-  }
+  std::uint32_t qa[kKSteps][4];  // A fragments of Q for this warp's 288 dims (the current item's)
+  q_fragments(qa, sm.raw[2], kh, lane);
+  int j = 0;           // tile index in the CTA's sequence: stage j % kStages
+  bool drain = false;  // the item's first tiles went out out of order: wait for every copy group
 
-  SoftmaxState<float> st = SoftmaxState<float>::empty();  // head sh
-  float o[8][4];
+  for (int ci = int(blockIdx.x);;) {
+    const int num_tiles = tiles_of(item);
+    const bool has_next = kWalk && ci + stride < p.num_items;
+    const WorkItem next = has_next ? p.items[ci + stride] : WorkItem{};
+    const int next_tiles = has_next ? tiles_of(next) : 0;
+    const std::int64_t next_base = has_next ? row_base_of(p, next) : 0;  // used from tile num_tiles − 2 on
+    unsigned issued = 0;                                    // bit k: the next item's tile k went out under this item
+    SoftmaxState<float> st = SoftmaxState<float>::empty();  // head sh
+    float o[8][4];
 #pragma unroll
-  for (int j = 0; j < 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+    for (int jj = 0; jj < 8; ++jj) o[jj][0] = o[jj][1] = o[jj][2] = o[jj][3] = 0.f;
 
-  for (int t = 0; t < num_tiles; ++t) {
-    const int stage = t % T::kStages;
-    const int t0 = item.kv_begin + t * kTile;
-    cp_async_wait<T::kStages - 2>();
-    __syncthreads();  // tile t landed for every thread; iteration t−1 is finished everywhere
+    for (int t = 0; t < num_tiles; ++t, ++j) {
+      const int stage = j % T::kStages;
+      const int t0 = item.kv_begin + t * kTile;
+      if (kWalk && drain) {
+        cp_async_wait<0>();
+        drain = false;
+      } else {
+        cp_async_wait<T::kStages - 2>();
+      }
+      __syncthreads();  // tile j landed for every thread; iteration j−1 is finished everywhere
 
-    const int next = t + T::kStages - 1;
-    const bool load_next = next < num_tiles;
-    typename Decoder<F>::Sources next_src{};
-    if (load_next) next_src = dec.sources(item.kv_begin + next * kTile, item.kv_end);
-    std::uint8_t(*kv)[kPitch] = sm.raw[stage];  // the bf16 tile (its rope chunks then hold P)
+      // Tile t + 2 of this item, or past its end tile t + 2 − num_tiles of the next item.
+      const int ahead = t + T::kStages - 1, k_next = ahead - num_tiles;
+      const bool own = ahead < num_tiles;
+      const bool load_next = own || (kWalk && k_next < next_tiles);
+      if (kWalk && !own && load_next) issued |= 1u << k_next;
+      const Decoder<F> dec{p, KvRowMap(p, KvRowMap::KnownBase{}, !kWalk || own ? base : next_base)};
+      typename Decoder<F>::Sources next_src{};
+      if (load_next) {
+        next_src = !kWalk || own ? dec.sources(item.kv_begin + ahead * kTile, item.kv_end)
+                                 : dec.sources(next.kv_begin + k_next * kTile, next.kv_end);
+      }
+      const int next_stage = (j + T::kStages - 1) % T::kStages;
+      std::uint8_t(*kv)[kPitch] = sm.raw[stage];  // the bf16 tile (its rope chunks then hold P)
 
-    // S partial over this warp's dims for tokens [16tg, 16tg+16): four independent chains.
-    {
-      constexpr int kChains = 4;  // independent accumulator chains, rotating over the k steps
-      float acc[kChains][Sh::kNTiles][4] = {};
+      // S partial over this warp's dims for tokens [16tg, 16tg+16): four independent chains.
+      {
+        constexpr int kChains = 4;  // independent accumulator chains, rotating over the k steps
+        float acc[kChains][Sh::kNTiles][4] = {};
 #pragma unroll
-      for (int k = 0; k < kKSteps; ++k) {
+        for (int k = 0; k < kKSteps; ++k) {
 #pragma unroll
-        for (int np = 0; np < Sh::kNTiles / 2; ++np) {
+          for (int np = 0; np < Sh::kNTiles / 2; ++np) {
+            std::uint32_t b[4];
+            const int r = Sh::kTokensS * tg + 16 * np + lane % 8 + (lane / 16) * 8;
+            ldmatrix_x4(b, &kv[r][swz(r, (kh * kHalfDims + ((lane / 8) % 2) * 8) / 8 + 2 * k)]);
+            mma_bf16(acc[k % kChains][2 * np], qa[k], b[0], b[1]);
+            mma_bf16(acc[k % kChains][2 * np + 1], qa[k], b[2], b[3]);
+          }
+          // Tile j + 2's copies go out in three parts among the S steps (behind their ldmatrix).
+          static_assert(kKSteps > 12 && Sh::kRowsPerWarp == 8, "the copy split: rows 0-2, 3-5, 6-7 at k = 0, 6, 12");
+          if (load_next) {
+            if (k == 0) dec.template copy_rows<0, 3>(sm, next_stage, next_src);
+            if (k == 6) dec.template copy_rows<3, 6>(sm, next_stage, next_src);
+            if (k == 12) dec.template copy_rows<6, 8>(sm, next_stage, next_src);
+          }
+        }
+#pragma unroll
+        for (int jj = 0; jj < Sh::kNTiles; ++jj) {
+          const int col = Sh::kTokensS * tg + 8 * jj + 2 * c;
+          float v[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+          for (int ch = 0; ch < kChains; ++ch) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) v[e] += acc[ch][jj][e];
+          }
+          *reinterpret_cast<float2*>(&sm.s_part[kh][g][col]) = make_float2(v[0], v[1]);
+          *reinterpret_cast<float2*>(&sm.s_part[kh][g + 8][col]) = make_float2(v[2], v[3]);
+        }
+      }
+      // The next item's Q into L2 (one line per thread), for its loads under this item's epilogue.
+      if (t == 0 && has_next && threadIdx.x < kQChunks / 8) {
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(q_chunks(p, next.request) + 8 * threadIdx.x));
+      }
+      cp_async_commit();  // tile j + 2's copies: one group per iteration
+      __syncthreads();
+
+      // Online softmax: half-warp (warp, lane/16) owns head sh; each lane kTokensLane tokens.
+      {
+        constexpr int kN = Sh::kTokensLane;
+        float sv[kN];
+#pragma unroll
+        for (int i = 0; i < kN; i += 4) {
+          const float4 a = *reinterpret_cast<const float4*>(&sm.s_part[0][sh][kN * si + i]);
+          const float4 b = *reinterpret_cast<const float4*>(&sm.s_part[1][sh][kN * si + i]);
+          sv[i] = a.x + b.x, sv[i + 1] = a.y + b.y, sv[i + 2] = a.z + b.z, sv[i + 3] = a.w + b.w;
+        }
+        float mx = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < kN; ++i) {
+          sv[i] = (t0 + kN * si + i < item.kv_end) ? sv[i] * logit_scale : -INFINITY;
+          mx = fmaxf(mx, sv[i]);
+        }
+#pragma unroll
+        for (int off = 8; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+        const float f = st.rescale_to(mx);
+        float pv[kN], sum = 0.f;
+#pragma unroll
+        for (int i = 0; i < kN; ++i) {
+          pv[i] = __expf(sv[i] - st.m);
+          sum += pv[i];
+        }
+#pragma unroll
+        for (int off = 8; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        st.add(sum);
+#pragma unroll
+        for (int i = 0; i < kN; i += 4) {
+          *reinterpret_cast<uint2*>(p_at(kv, sh, 2 * (kN * si + i))) =
+              make_uint2(pack_bf16x2(pv[i], pv[i + 1]), pack_bf16x2(pv[i + 2], pv[i + 3]));
+        }
+        if (si == 0) sm.factor[sh] = f;
+      }
+      __syncthreads();
+
+      // O = f·O + P·V for value dims [64w, 64w+64).
+      const float f0 = sm.factor[g], f1 = sm.factor[g + 8];
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        o[jj][0] *= f0;
+        o[jj][1] *= f0;
+        o[jj][2] *= f1;
+        o[jj][3] *= f1;
+      }
+#pragma unroll
+      for (int kk = 0; kk < kTile / 16; ++kk) {
+        std::uint32_t a[4];
+        ldmatrix_x4(a, p_at(kv, lane % 16, kk * 32 + (lane / 16) * 16));
+        const int vr = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {  // two n8 tiles per ldmatrix
           std::uint32_t b[4];
-          const int r = Sh::kTokensS * tg + 16 * np + lane % 8 + (lane / 16) * 8;
-          ldmatrix_x4(b, &kv[r][swz(r, (kh * kHalfDims + ((lane / 8) % 2) * 8) / 8 + 2 * k)]);
-          mma_bf16(acc[k % kChains][2 * np], qa[k], b[0], b[1]);
-          mma_bf16(acc[k % kChains][2 * np + 1], qa[k], b[2], b[3]);
+          ldmatrix_x4_trans(b, &kv[vr][swz(vr, warp * 8 + 2 * jj + lane / 16)]);
+          mma_bf16(o[2 * jj], a, b[0], b[1]);
+          mma_bf16(o[2 * jj + 1], a, b[2], b[3]);
         }
-        // Tile t + 2's copies go out in three parts among the S steps (behind their ldmatrix).
-        static_assert(kKSteps > 12 && Sh::kRowsPerWarp == 8, "the copy split: rows 0-2, 3-5, 6-7 at k = 0, 6, 12");
-        if (load_next) {
-          if (k == 0) dec.template copy_rows<0, 3>(sm, next % T::kStages, next_src);
-          if (k == 6) dec.template copy_rows<3, 6>(sm, next % T::kStages, next_src);
-          if (k == 12) dec.template copy_rows<6, 8>(sm, next % T::kStages, next_src);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < Sh::kNTiles; ++j) {
-        const int col = Sh::kTokensS * tg + 8 * j + 2 * c;
-        float v[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int ch = 0; ch < kChains; ++ch) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) v[e] += acc[ch][j][e];
-        }
-        *reinterpret_cast<float2*>(&sm.s_part[kh][g][col]) = make_float2(v[0], v[1]);
-        *reinterpret_cast<float2*>(&sm.s_part[kh][g + 8][col]) = make_float2(v[2], v[3]);
       }
     }
-    cp_async_commit();  // tile t + 2's copies: one group per iteration
-    __syncthreads();
 
-    // Online softmax: half-warp (warp, lane/16) owns head sh; each lane kTokensLane tokens.
-    {
-      constexpr int kN = Sh::kTokensLane;
-      float sv[kN];
+    // The next item's Q: loads issued now (under this item's epilogue), stored below into the stage
+    // of tile j − 1, which no copy in flight targets (tiles j, j + 1 are in stages j, j + 1).
+    uint4 qnext[kQChunksPerThread];
+    if (has_next) {
+      const uint4* q = q_chunks(p, next.request);
 #pragma unroll
-      for (int i = 0; i < kN; i += 4) {
-        const float4 a = *reinterpret_cast<const float4*>(&sm.s_part[0][sh][kN * si + i]);
-        const float4 b = *reinterpret_cast<const float4*>(&sm.s_part[1][sh][kN * si + i]);
-        sv[i] = a.x + b.x, sv[i + 1] = a.y + b.y, sv[i + 2] = a.z + b.z, sv[i + 3] = a.w + b.w;
+      for (int u = 0; u < kQChunksPerThread; ++u) {
+        const int i = threadIdx.x + u * kThreads;
+        if (i < kQChunks) qnext[u] = __ldg(q + i);
       }
-      float mx = -INFINITY;
-#pragma unroll
-      for (int i = 0; i < kN; ++i) {
-        sv[i] = (t0 + kN * si + i < item.kv_end) ? sv[i] * logit_scale : -INFINITY;
-        mx = fmaxf(mx, sv[i]);
-      }
-#pragma unroll
-      for (int off = 8; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      const float f = st.rescale_to(mx);
-      float pv[kN], sum = 0.f;
-#pragma unroll
-      for (int i = 0; i < kN; ++i) {
-        pv[i] = __expf(sv[i] - st.m);
-        sum += pv[i];
-      }
-#pragma unroll
-      for (int off = 8; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-      st.add(sum);
-#pragma unroll
-      for (int i = 0; i < kN; i += 4) {
-        *reinterpret_cast<uint2*>(p_at(kv, sh, 2 * (kN * si + i))) =
-            make_uint2(pack_bf16x2(pv[i], pv[i + 1]), pack_bf16x2(pv[i + 2], pv[i + 3]));
-      }
-      if (si == 0) sm.factor[sh] = f;
     }
-    __syncthreads();
 
-    // O = f·O + P·V for value dims [64w, 64w+64).
-    const float f0 = sm.factor[g], f1 = sm.factor[g + 8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      o[j][0] *= f0;
-      o[j][1] *= f0;
-      o[j][2] *= f1;
-      o[j][3] *= f1;
-    }
-#pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      std::uint32_t a[4];
-      ldmatrix_x4(a, p_at(kv, lane % 16, kk * 32 + (lane / 16) * 16));
-      const int vr = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {  // two n8 tiles per ldmatrix
-        std::uint32_t b[4];
-        ldmatrix_x4_trans(b, &kv[vr][swz(vr, warp * 8 + 2 * j + lane / 16)]);
-        mma_bf16(o[2 * j], a, b[0], b[1]);
-        mma_bf16(o[2 * j + 1], a, b[2], b[3]);
+    // Epilogue of the item (the copies of the next item's first tiles stay in flight). LSE from the
+    // softmax owners; 1/l shared with every warp through shared memory. Partials go to the
+    // workspace, or in cluster mode (one item per CTA, nothing in flight) stay here: O in stage 0
+    // (free after the barrier below), the LSE in cluster_lse.
+    if (p.cluster > 0) cp_async_wait<0>();
+    ClusterExchange& exchange = *reinterpret_cast<ClusterExchange*>(sm.raw[0]);
+    const PartialDst part = partial_dst(p, item, &exchange.o[0][0], sm.cluster_lse);
+    if (si == 0) {
+      sm.inv_l[sh] = st.inv_l() * p.value_scale;
+      const float lse = st.lse();
+      if (item.partial >= 0) {
+        part.lse[sh] = lse;
+      } else if (p.lse != nullptr) {
+        p.lse[std::int64_t(item.request) * kNumHeads + sh] = lse;
       }
     }
+    __syncthreads();  // inv_l written; every warp is past its last P·V of the item
+    // A lane's 4 values per 16-dim block and row: mma order puts dims 2c, 2c+1 in n-tile 2·blk and
+    // 8+2c, 9+2c in n-tile 2·blk+1.
+    const float inv[2] = {sm.inv_l[g], sm.inv_l[g + 8]};
+#pragma unroll
+    for (int blk = 0; blk < 4; ++blk) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {  // rows g, g+8
+        const float x = inv[half];
+        const float* e = o[2 * blk] + 2 * half;
+        const float* f = o[2 * blk + 1] + 2 * half;
+        const std::int64_t row = g + 8 * half;
+        const int base = warp * 64 + blk * 16;
+        if (item.partial < 0) {
+          std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + row) * kValueDim + base;
+          *reinterpret_cast<std::uint32_t*>(out + 2 * c) = pack_bf16x2(e[0] * x, e[1] * x);
+          *reinterpret_cast<std::uint32_t*>(out + 8 + 2 * c) = pack_bf16x2(f[0] * x, f[1] * x);
+        } else {
+          float* out = part.o + row * kValueDim + base;
+          *reinterpret_cast<float2*>(out + 2 * c) = make_float2(e[0] * x, e[1] * x);
+          *reinterpret_cast<float2*>(out + 8 + 2 * c) = make_float2(f[0] * x, f[1] * x);
+        }
+      }
+    }
+    if (p.cluster > 0) {
+      cluster_merge<kThreads>(p, item.request, &exchange.o[0][0], sm.cluster_lse, exchange.scratch);
+    }
+    if (!has_next) break;
+
+    ci += stride;
+    item = next;
+    base = next_base;
+    // Its tiles 0 and 1 that did not go out under this item (this item had fewer than two tiles).
+#pragma unroll
+    for (int k = 0; k < T::kStages - 1; ++k) {
+      if (k < next_tiles && !((issued >> k) & 1u)) {
+        Decoder<F>{p, KvRowMap(p, KvRowMap::KnownBase{}, base)}.load_tile(sm, (j + k) % T::kStages,
+                                                                          item.kv_begin + k * kTile, item.kv_end);
+        cp_async_commit();
+        drain = true;
+      }
+    }
+    std::uint8_t(*qstage)[kPitch] = sm.raw[(j + T::kStages - 1) % T::kStages];
+#pragma unroll
+    for (int u = 0; u < kQChunksPerThread; ++u) {
+      const int i = threadIdx.x + u * kThreads;
+      if (i < kQChunks) *reinterpret_cast<uint4*>(q_chunk_at(qstage, i)) = qnext[u];
+    }
+    __syncthreads();  // Q stored; every warp has read this item's inv_l
+    q_fragments(qa, qstage, kh, lane);
   }
   cp_async_wait<0>();
-
-  // LSE from the softmax owners; 1/l shared with every warp through shared memory.
-  // Partials go to the workspace, or in cluster mode stay here: O in stage 0 (free after the barrier
-  // below), the LSE in cluster_lse.
-  ClusterExchange& exchange = *reinterpret_cast<ClusterExchange*>(sm.raw[0]);
-  const PartialDst part = partial_dst(p, item, &exchange.o[0][0], sm.cluster_lse);
-  if (si == 0) {
-    sm.inv_l[sh] = st.inv_l() * p.value_scale;
-    const float lse = st.lse();
-    if (item.partial >= 0) {
-      part.lse[sh] = lse;
-    } else if (p.lse != nullptr) {
-      p.lse[std::int64_t(item.request) * kNumHeads + sh] = lse;
-    }
-  }
-  __syncthreads();
-  // A lane's 4 values per 16-dim block and row: mma order puts dims 2c, 2c+1 in n-tile 2·blk and
-  // 8+2c, 9+2c in n-tile 2·blk+1.
-  const float inv[2] = {sm.inv_l[g], sm.inv_l[g + 8]};
-#pragma unroll
-  for (int blk = 0; blk < 4; ++blk) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {  // rows g, g+8
-      const float x = inv[half];
-      const float* e = o[2 * blk] + 2 * half;
-      const float* f = o[2 * blk + 1] + 2 * half;
-      const std::int64_t row = g + 8 * half;
-      const int base = warp * 64 + blk * 16;
-      if (item.partial < 0) {
-        std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + row) * kValueDim + base;
-        *reinterpret_cast<std::uint32_t*>(out + 2 * c) = pack_bf16x2(e[0] * x, e[1] * x);
-        *reinterpret_cast<std::uint32_t*>(out + 8 + 2 * c) = pack_bf16x2(f[0] * x, f[1] * x);
-      } else {
-        float* out = part.o + row * kValueDim + base;
-        *reinterpret_cast<float2*>(out + 2 * c) = make_float2(e[0] * x, e[1] * x);
-        *reinterpret_cast<float2*>(out + 8 + 2 * c) = make_float2(f[0] * x, f[1] * x);
-      }
-    }
-  }
-  if (p.cluster > 0) {
-    cluster_merge<kThreads>(p, item.request, &exchange.o[0][0], sm.cluster_lse, exchange.scratch);
-  }
 }
 
 template <KvFormat F>
 cudaError_t prepare() {
-  return prepare_decode_kernel(decode_kernel<F>, sizeof(Smem<F>));
+  const cudaError_t e = prepare_decode_kernel(decode_kernel<F, false>, sizeof(Smem<F>));
+  return e != cudaSuccess ? e : prepare_decode_kernel(decode_kernel<F, true>, sizeof(Smem<F>));
 }
 
 template <KvFormat F>
 cudaError_t launch(const DecodeParams& p, cudaStream_t stream) {
-  return launch_decode_kernel(decode_kernel<F>, p, kThreads, sizeof(Smem<F>), stream);
+  return p.ctas < p.num_items ? launch_decode_kernel(decode_kernel<F, true>, p, kThreads, sizeof(Smem<F>), stream)
+                              : launch_decode_kernel(decode_kernel<F, false>, p, kThreads, sizeof(Smem<F>), stream);
 }
 
 }  // namespace
@@ -389,6 +479,22 @@ int decode_tile_tokens(KvFormat format) {
       return wg::kTile;
   }
   return 64;
+}
+
+int decode_grid(KvFormat format, std::span<const WorkItem> items, int cluster, int sms) {
+  switch (format) {
+    case KvFormat::bf16: {
+      // One CTA per SM. With more items than SMs, walking saves each extra item a pipeline restart
+      // (~2.5 µs) and costs ~1 % per tile (perf-notes v42b, v42c): for items of ≤ 64 tiles on average.
+      constexpr std::int64_t kWalkMaxMeanTokens = 64 * kTileTokens;
+      return cluster > 0 ? int(items.size())
+                         : walking_grid(items, sms * decode_ctas_per_sm(format), kWalkMaxMeanTokens);
+    }
+    case KvFormat::fp8:
+    case KvFormat::mxfp4:
+      return int(items.size());
+  }
+  return int(items.size());
 }
 
 int decode_ctas_per_sm(KvFormat format) {
@@ -418,7 +524,8 @@ cudaError_t prepare_decode(KvFormat format) {
 int decode_max_active_clusters(KvFormat format, int n) {
   switch (format) {
     case KvFormat::bf16:
-      return max_active_decode_clusters(decode_kernel<KvFormat::bf16>, kThreads, sizeof(Smem<KvFormat::bf16>), n);
+      return max_active_decode_clusters(decode_kernel<KvFormat::bf16, false>, kThreads, sizeof(Smem<KvFormat::bf16>),
+                                        n);
     case KvFormat::fp8:
       return decode_fp8_max_active_clusters(n);
     case KvFormat::mxfp4:

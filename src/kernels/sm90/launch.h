@@ -4,6 +4,8 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <span>
 
 #include "kernels/sm90/decode_params.h"
 #include "mla/mla.h"
@@ -12,7 +14,10 @@ namespace mla::sm90 {
 
 int decode_tile_tokens(KvFormat format);  // KV tokens per tile; work-item splits are multiples of it
 int decode_ctas_per_sm(KvFormat format);  // resident decode CTAs per SM: the planner's wave is SMs × this
-constexpr int kMaxDecodeCtasPerSm = 2;    // sizes the workspace for every format alike
+// CTAs of a decode launch (DecodeParams::ctas): bf16 CTAs walk several items each when there are more
+// items than one wave and they are short (decode.cu); otherwise, and for fp8 and MXFP4, one CTA per item.
+int decode_grid(KvFormat format, std::span<const WorkItem> items, int cluster, int sms);
+constexpr int kMaxDecodeCtasPerSm = 2;  // sizes the workspace for every format alike
 // Once per process and format, before launch_decode (raises the dynamic shared-memory limit, allows
 // clusters of up to 16).
 cudaError_t prepare_decode(KvFormat format);
@@ -48,12 +53,12 @@ inline cudaLaunchConfig_t decode_config(int grid, int threads, std::size_t smem,
   }
   return cfg;
 }
-// p.num_items CTAs, in clusters of p.cluster when it is set.
+// p.ctas CTAs, in clusters of p.cluster when it is set.
 template <class Kernel>
 cudaError_t launch_decode_kernel(Kernel kernel, const DecodeParams& p, int threads, std::size_t smem,
                                  cudaStream_t stream) {
   cudaLaunchAttribute attr{};
-  const cudaLaunchConfig_t cfg = decode_config(p.num_items, threads, smem, p.cluster, stream, &attr);
+  const cudaLaunchConfig_t cfg = decode_config(p.ctas, threads, smem, p.cluster, stream, &attr);
   return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 template <class Kernel>

@@ -91,6 +91,11 @@ struct KvRowMap {
           p.page_table_stride > 0 ? std::int64_t(b) * p.page_table_stride : std::int64_t(__ldg(p.kv_indptr + b));
     }
   }
+  // The map of a request whose base() is known already (no loads).
+  struct KnownBase {};
+  __device__ KvRowMap(const DecodeParams& params, KnownBase, std::int64_t base)
+      : p(params), row_base(base), page_base(base) {}
+  __device__ std::int64_t base() const { return p.page_table == nullptr ? row_base : page_base; }
   __device__ bool contiguous() const { return p.page_table == nullptr; }
   __device__ std::int64_t operator()(int n) const {
     if (p.page_table == nullptr) return row_base + n;
