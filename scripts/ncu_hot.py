@@ -35,6 +35,16 @@ def main():
         if m:
             by_op[m.group(1)] += num(r[samp]) or 0
     print('samples by opcode:', ', '.join(f'{k} {100 * v / total:.1f}%' for k, v in by_op.most_common(20)))
+    ex = next((i for i, h in enumerate(head) if h.strip() == 'Instructions Executed'), None)
+    if ex is not None:  # warp-level instructions executed, per opcode (what the issue slots went to)
+        by_ex = collections.Counter()
+        for r in body:
+            m = re.match(r'\s*(?:@!?U?P[T0-9]+\s+)?([A-Z0-9_.]+)', r[src])
+            if m:
+                by_ex[m.group(1)] += num(r[ex]) or 0
+        total_ex = sum(by_ex.values())
+        print(f'instructions executed (warp-level) {total_ex:.0f}; by opcode:')
+        print(', '.join(f'{k} {v:.0f}' for k, v in by_ex.most_common(60)))
     print(f'top {top} instructions (samples %, not-issued %, reasons):')
     for idx, r in sorted(enumerate(body), key=lambda e: -(num(e[1][samp]) or 0))[:top]:
         s = num(r[samp]) or 0

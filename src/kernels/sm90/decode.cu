@@ -335,7 +335,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
         float pv[kN], sum = 0.f;
 #pragma unroll
         for (int i = 0; i < kN; ++i) {
-          pv[i] = __expf(sv[i] - st.m);
+          pv[i] = SoftmaxState<float>::exp(sv[i] - st.m);
           sum += pv[i];
         }
 #pragma unroll

@@ -412,7 +412,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     for (int i = 0; i < 4; ++i) {
       const int h = head[i];
       f[i] = st[i].rescale_to(fmaxf(fmaxf(sm.red[0][h], sm.red[1][h]), fmaxf(sm.red[2][h], sm.red[3][h])));
-      const float p0 = __expf(x[i][0] - st[i].m), p1 = __expf(x[i][1] - st[i].m);
+      const float p0 = SoftmaxState<float>::exp(x[i][0] - st[i].m), p1 = SoftmaxState<float>::exp(x[i][1] - st[i].m);
       st[i].add(p0 + p1);
       // P·2^8 = P_hi + P_lo (e4m3), token slots in the Vᵀ fragments' k order
       const SplitE4m3x2 q = split_e4m3x2(p0 * pscale, p1 * pscale);

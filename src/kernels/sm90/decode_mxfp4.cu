@@ -4,8 +4,8 @@
 // (128 threads), two CTAs per SM. Warp w owns tokens 16w..16w+15 of each 64-token tile (its 16 rows
 // of every wgmma M = 64). Per tile t:
 //
-//   raw      tile t as stored (E2M1 codes, rows padded by 16 bytes) and its E8M0 bytes in shared
-//            memory; tile t + 1 in registers (global loads issued an iteration ahead), stored into
+//   raw      tile t as stored (E2M1 codes, rows padded by 16 bytes) and its factors (from the E8M0
+//            bytes) in shared memory; tile t + 1 in registers (global loads issued an iteration ahead), stored into
 //            the one raw stage once S(t) has read it.
 //   Sᵀ = K·Qᵀ   wgmma m64n16k16 bf16 RS, fp32 accumulation. A = K in registers: an ldmatrix of the
 //            raw tile gives 8 codes per register; codes j and j + 4 go to a bf16 pair by bit
@@ -18,8 +18,8 @@
 //            − A) in bf16, A = the largest R_w so far (never decreasing).
 //   Oᵀ += Vt·Pᵀ  wgmma m64n16k16 bf16 SS, A = Vt read MN-major (value rows in M, tokens in K), B = P:
 //            straight into the fp32 Oᵀ, kept in units of 2^(A − 127) and rescaled only when a head's
-//            max or A moved. Under it, the next tile's head start: its factors and the rope batch of S
-//            (steps 32..35, which do not touch Vt).
+//            max or A moved. Under it, the next tile's head start: the rope batch of S (steps
+//            32..35, which do not touch Vt).
 //
 // K is decoded once per tile, into registers for S and (its first 512 dims) into Vt for P·V: no V
 // fragments, no second decode. Shared memory per CTA ≈ 112 KB (Vt 64 KB).
@@ -64,7 +64,6 @@ struct Smem {
   alignas(128) std::uint8_t vt[kValueDim / 8][kTile / 8][8][16];
   CoreTile<kNumHeads, 2 * kHeadDim> q;                     // Q, bf16, dims permuted
   CoreTile<kNumHeads, 2 * kTile> p;                        // P, bf16 [head][token]
-  alignas(16) std::uint8_t sc[Traits::kBlocks][kTile];     // E8M0 [block][token]
   alignas(16) std::uint32_t fac2[Traits::kBlocks][kTile];  // bf16 2^(s − R_w + 126), duplicated pair
   float red[kWarps][kNumHeads];                            // per-warp tile max (then l) per head
   int rw[kWarps];                                          // R_w of this tile per warp
@@ -141,8 +140,8 @@ __device__ __forceinline__ void store_raw(Smem& sm, const RawRegs& r) {
 }
 
 // E8M0 rows (18 bytes, 2-byte aligned) of the same tokens: thread → token tid/2, five or four of
-// its nine byte pairs, each zero-extended into its own register, stored transposed by store_scales.
-// Rows past `end` load token t0's row and store zeros.
+// its nine byte pairs (blocks 10·half ..), each zero-extended into its own register. Rows past `end`
+// load token t0's row; store_factors treats them as all-zero bytes.
 struct ScaleRegs {
   std::uint32_t v[5];
 };
@@ -156,51 +155,42 @@ __device__ __forceinline__ ScaleRegs load_scales(const DecodeParams& p, const Kv
   for (int i = 0; i < 5; ++i) sr.v[i] = (half == 0 || i < 4) ? __ldg(src + i) : 0u;
   return sr;
 }
-__device__ __forceinline__ void store_scales(Smem& sm, const ScaleRegs& sr, int t0, int end) {
+
+// A tile's factors, straight from its scale registers: R_w = the largest E8M0 byte of the warp's
+// 16 tokens (its lanes hold exactly those, two per token; ≤ 253), and each token's factors
+// 2^(s − R_w + 126) as duplicated bf16 pairs in fac2[block][token] (exact powers of two: s ≤ R_w).
+// Only the warp itself reads its tokens' factors (hence __syncwarp, no block barrier).
+__device__ __forceinline__ int store_factors(Smem& sm, const ScaleRegs& sr, int t0, int end) {
   const int r = threadIdx.x / 2, half = threadIdx.x % 2;
   const std::uint32_t keep = t0 + r < end ? 0xFFFFu : 0u;
+  std::uint32_t v[5], m = 0;
+#pragma unroll
+  for (int i = 0; i < 5; ++i) {
+    v[i] = sr.v[i] & keep;
+    m = max(m, max(v[i] & 0xFFu, v[i] >> 8));
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
+  const int rw = min(int(m), 253);
+  // bf16 bits of 2^(s − R_w + 126), duplicated: exponent field s + 253 − R_w, times 2^7 + 2^23.
+  constexpr std::uint32_t kDup = (1u << 7) | (1u << 23);
+  const std::uint32_t base = std::uint32_t(253 - rw) * kDup;
 #pragma unroll
   for (int i = 0; i < 5; ++i) {
     if (half == 0 || i < 4) {
       const int b = 2 * (5 * half + i);
-      const std::uint32_t v = sr.v[i] & keep;
-      sm.sc[b][r] = std::uint8_t(v);
-      sm.sc[b + 1][r] = std::uint8_t(v >> 8);
-    }
-  }
-}
-
-// Per tile and warp: R_w = the largest E8M0 byte of the warp's 16 tokens (≤ 253), and the factors
-// 2^(s − R_w + 126) of those tokens as duplicated bf16 pairs in fac2[block][token] (exact powers of
-// two: s ≤ R_w). Only the warp itself reads its tokens' factors.
-constexpr int kFactorPairs = (Traits::kBlocks * 8 + 31) / 32;  // per lane: 144 token pairs of the warp
-__device__ __forceinline__ int tile_factors(Smem& sm, int warp, int lane) {
-  const uint4 row =
-      lane < Traits::kBlocks ? *reinterpret_cast<const uint4*>(&sm.sc[lane][16 * warp]) : make_uint4(0, 0, 0, 0);
-  std::uint32_t two[kFactorPairs];
-#pragma unroll
-  for (int i = 0; i < kFactorPairs; ++i) {
-    const int pi = lane + 32 * i;
-    const int b = pi / 8, t = 16 * warp + 2 * (pi % 8);
-    two[i] = pi < Traits::kBlocks * 8 ? *reinterpret_cast<const std::uint16_t*>(&sm.sc[b][t]) : 0u;
-  }
-  unsigned m = __vmaxu4(__vmaxu4(row.x, row.y), __vmaxu4(row.z, row.w));
-  m = max(max(m & 0xFF, (m >> 8) & 0xFF), max((m >> 16) & 0xFF, m >> 24));
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
-  const int r = min(int(m), 253);
-  const std::uint32_t k = std::uint32_t(253 - r) * 0x00010001u;
-#pragma unroll
-  for (int i = 0; i < kFactorPairs; ++i) {
-    const int pi = lane + 32 * i;
-    if (pi < Traits::kBlocks * 8) {
-      const int b = pi / 8, t = 16 * warp + 2 * (pi % 8);
-      const std::uint32_t f2 = (__byte_perm(two[i], 0, 0x4140) + k) << 7;  // tokens t, t + 1
-      *reinterpret_cast<uint2*>(&sm.fac2[b][t]) = make_uint2(__byte_perm(f2, 0, 0x1010), __byte_perm(f2, 0, 0x3232));
+      sm.fac2[b][r] = (v[i] & 0xFFu) * kDup + base;
+      sm.fac2[b + 1][r] = (v[i] >> 8) * kDup + base;
     }
   }
   __syncwarp();
-  return r;
+  return rw;
+}
+
+// 2^k for k ≤ 0 as a float, exact for k ≥ −126 and 0 below (a product that small is negligible
+// beside the one that set A).
+__device__ __forceinline__ float pow2_nonpositive(int k) {
+  return __int_as_float(max(k + 127, 0) << 23);
 }
 
 // Q of q row `v` → shared memory in the wgmma K-major layout, bf16 as given, its dims permuted to
@@ -298,9 +288,11 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     scales_next = load_scales(p, rows, item.kv_begin + kTile, item.kv_end);
   }
   store_q(sm, q_regs);
+  int r_w = 127;       // R_w of the tile whose S is under way
+  int r_w_next = 127;  // ... of the next tile (its factors stored)
   if (num_tiles > 0) {
     store_raw(sm, raw);
-    store_scales(sm, scales, item.kv_begin, item.kv_end);
+    r_w_next = store_factors(sm, scales, item.kv_begin, item.kv_end);
   }
   fence_proxy_async();  // Q stores (generic proxy) → wgmma reads (async proxy)
   __syncthreads();      // Q and tile 0 stored
@@ -345,18 +337,17 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     }
     wgmma_commit();
   };
-  // The head start of a tile's S (its raw tile and scales stored and visible): the rope batch's codes,
-  // the tile's factors, then batch 1's loads go out before the rope batch is converted. After the
+  // The head start of a tile's S (its raw tile and factors stored and visible): the rope batch's
+  // codes and factors, then batch 1's loads go out before the rope batch is converted. After the
   // last tile (`real` false) only the wgmmas go out, on stale registers, and are discarded: one
   // wgmma group per iteration whatever the path, so that ptxas can prove O retired before it is
   // read (a conditional group makes it serialize every wgmma).
-  int r_w = 127;  // R_w of the tile whose S is under way
-  KLoad next{};   // the loads of the next S batch
+  KLoad next{};  // the loads of the next S batch
   const auto head_start = [&](bool real) {
     KLoad rope{};
     if (real) {
       k_codes(sm, kSteps - T::kBatch, rope);
-      r_w = tile_factors(sm, warp, lane);
+      r_w = r_w_next;
       k_factors(sm, kSteps - T::kBatch, rope);
       next = k_load(sm, 0);
     }
@@ -415,7 +406,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     // scales of a warp's tokens are stored and read by that warp alone.)
     if (t + 1 < num_tiles) {
       store_raw(sm, raw_next);
-      store_scales(sm, scales_next, t0 + kTile, item.kv_end);
+      r_w_next = store_factors(sm, scales_next, t0 + kTile, item.kv_end);  // S(t) has read fac2
     }
     if (t + 2 < num_tiles) {
       raw_next = load_raw(p, rows, t0 + 2 * kTile, item.kv_end);
@@ -425,15 +416,15 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     // A = the largest R_w seen so far (never decreasing, so O only ever shrinks by 2^(A − A'));
     // Oᵀ is kept in units of 2^(A − 127).
     const int a_new = max(a_run, max(max(sm.rw[0], sm.rw[1]), max(sm.rw[2], sm.rw[3])));
-    const float a_shift = a_run < 0 ? 1.f : ldexpf(1.f, a_run - a_new);
+    const float a_shift = a_run < 0 ? 1.f : pow2_nonpositive(a_run - a_new);
     a_run = a_new;
-    const float pscale = ldexpf(1.f, r_w - a_new);
+    const float pscale = pow2_nonpositive(r_w - a_new);
     float f[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int h = head[i];
       f[i] = st[i].rescale_to(fmaxf(fmaxf(sm.red[0][h], sm.red[1][h]), fmaxf(sm.red[2][h], sm.red[3][h])));
-      const float p0 = __expf(x[i][0] - st[i].m), p1 = __expf(x[i][1] - st[i].m);
+      const float p0 = SoftmaxState<float>::exp(x[i][0] - st[i].m), p1 = SoftmaxState<float>::exp(x[i][1] - st[i].m);
       st[i].add(p0 + p1);
       std::uint8_t* base = &sm.p.bytes[h / 8][0][h % 8][0];  // bf16 P·2^(R_w − A), tokens in order
       *reinterpret_cast<std::uint16_t*>(base + (u0 / 8) * 128 + (u0 % 8) * 2) = bf16_rn(p0 * pscale);
@@ -466,7 +457,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       }
     }
     wgmma_commit();
-    // Under P·V: the next tile's factors and its rope batch of S (neither touches Vt, P or O).
+    // Under P·V: the next tile's rope batch of S (it touches neither Vt, P nor O).
     head_start(t + 1 < num_tiles);
   }
   wgmma_wait<0>();
