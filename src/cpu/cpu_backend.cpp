@@ -251,7 +251,8 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   if (!aligned_for_workspace(workspace)) return {StatusCode::invalid_argument, "cpu workspace must be 4-byte aligned"};
   std::vector<std::int32_t> lengths(std::size_t(p.batch));
   for (int b = 0; b < p.batch; ++b) lengths[std::size_t(b)] = kv_length(p, b);
-  const WorkList wl = build_work_list(lengths, target_items(), kTile);
+  WorkList wl = build_work_list(lengths, target_items(), kTile);
+  set_kv_bases(wl.items, std::span<const std::int32_t>(p.kv_indptr, std::size_t(p.batch) + 1), 1);
   if (int(wl.items.size()) > ws.layout.max_items || wl.num_partials > ws.layout.max_partials) {
     return {StatusCode::invalid_argument, "internal: work list larger than the workspace layout allows"};
   }

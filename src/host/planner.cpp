@@ -111,6 +111,10 @@ int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, 
   return n;
 }
 
+void set_kv_bases(std::span<WorkItem> items, std::span<const std::int32_t> kv_indptr, int s_q) {
+  for (WorkItem& it : items) it.kv_base = kv_indptr[std::size_t(it.request / s_q)];
+}
+
 int walking_grid(std::span<const WorkItem> items, int slots, std::int64_t max_mean_tokens) {
   const int n = int(items.size());
   if (slots <= 0 || n <= slots) return n;

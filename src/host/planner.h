@@ -22,10 +22,12 @@
 namespace mla {
 
 struct WorkItem {
-  std::int32_t request;   // b
-  std::int32_t kv_begin;  // first logical token (inclusive)
-  std::int32_t kv_end;    // last logical token (exclusive); kv_begin == kv_end only for L_b = 0
-  std::int32_t partial;   // slot in the partial buffers, or -1: write out/lse directly
+  std::int32_t request;      // b
+  std::int32_t kv_begin;     // first logical token (inclusive)
+  std::int32_t kv_end;       // last logical token (exclusive); kv_begin == kv_end only for L_b = 0
+  std::int32_t partial;      // slot in the partial buffers, or -1: write out/lse directly
+  std::int32_t kv_base = 0;  // kv_indptr[request's b] (set_kv_bases): so that a kernel starts its
+                             // copies without loading it (a plan is for fixed lengths, hence bases)
 };
 
 struct RequestSplit {
@@ -68,6 +70,10 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
 // of n CTAs per row then merges the row in shared memory. Returns n, or 0 (and leaves `items` alone)
 // when no row is split, n > max_cluster, or rows · n items exceed one wave of `slots`.
 int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, std::vector<WorkItem>* items);
+
+// Sets every item's kv_base to kv_indptr[b] of its request b = item.request / s_q (the CUDA plan's
+// items name virtual requests b·s_q + i; the CPU plan's, with s_q = 1 here, name b).
+void set_kv_bases(std::span<WorkItem> items, std::span<const std::int32_t> kv_indptr, int s_q);
 
 // How many CTAs a kernel that can walk several items per CTA (items c, c + grid, …) should launch:
 // `slots` (one wave) when the items outnumber it and average at most `max_mean_tokens` tokens —

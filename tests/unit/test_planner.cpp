@@ -232,6 +232,22 @@ TEST(Planner, WalkingGrid) {
   EXPECT_EQ(walking_grid({}, 132, 4096), 0);
 }
 
+// Every item carries its request's kv_indptr entry; virtual requests b·s_q + i map to b.
+TEST(Planner, KvBases) {
+  const std::vector<std::int32_t> indptr = {0, 100, 100, 5000};  // lengths 100, 0, 4900
+  for (int s_q : {1, 3}) {
+    std::vector<std::int32_t> lens;
+    for (int b = 0; b < 3; ++b) {
+      for (int i = 0; i < s_q; ++i) lens.push_back(indptr[std::size_t(b) + 1] - indptr[std::size_t(b)]);
+    }
+    WorkList wl = build_work_list(lens, 16, 64);
+    ASSERT_GT(wl.items.size(), lens.size());  // the long request is split: several items share a base
+    for (WorkItem& it : wl.items) it.kv_base = -7;
+    set_kv_bases(wl.items, indptr, s_q);
+    for (const WorkItem& it : wl.items) EXPECT_EQ(it.kv_base, indptr[std::size_t(it.request / s_q)]) << it.request;
+  }
+}
+
 TEST(Planner, WorkspaceLayoutBounds) {
   for (int batch : {1, 3, 64, 256, 1000}) {
     for (int s_q = 1; s_q <= kMaxSq; ++s_q) {

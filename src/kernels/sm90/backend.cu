@@ -110,7 +110,8 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   std::vector<WorkItem> cluster_items;
   int cluster = cluster_work_list(wl, rows, kClusterLimit, slots, &cluster_items);
   if (cluster > 0 && sm90::decode_max_active_clusters(p.kv.format, cluster) < rows) cluster = 0;
-  const std::vector<WorkItem>& items = cluster > 0 ? cluster_items : wl.items;
+  std::vector<WorkItem> items = cluster > 0 ? std::move(cluster_items) : wl.items;
+  set_kv_bases(items, kv, p.s_q);
   const WorkspaceLayout layout = cuda_layout(p.batch, p.s_q, sms);
   if (bytes < layout.total_bytes) {
     return {StatusCode::workspace_too_small,

@@ -161,7 +161,7 @@ struct Decoder {
 
 // The row base (KvRowMap::base()) of item w's request.
 __device__ __forceinline__ std::int64_t row_base_of(const DecodeParams& p, const WorkItem& w) {
-  return KvRowMap(p, p.s_q == 1 ? w.request : w.request / p.s_q).base();
+  return KvRowMap(p, w).base();
 }
 __device__ __forceinline__ int tiles_of(const WorkItem& w) {
   return (w.kv_end - w.kv_begin + kTileTokens - 1) / kTileTokens;

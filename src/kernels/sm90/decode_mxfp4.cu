@@ -271,8 +271,8 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   const WorkItem item = p.items[blockIdx.x];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, c = lane % 4;           // accumulator row group / column pair
-  const QRegs q_regs = fetch_q(p, item.request);  // before the row map's kv_indptr load: both in flight
-  const KvRowMap rows(p, item.request / p.s_q);
+  const QRegs q_regs = fetch_q(p, item.request);  // in flight while the first tile's loads go out
+  const KvRowMap rows(p, item);
   const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
 
   // Tiles 0 and 1 go out together; tile 0 is stored at once, tile 1 stays in registers. (An empty

@@ -83,15 +83,17 @@ struct KvRowMap {
   std::int64_t row_base = 0;   // contiguous: kv_indptr[b]
   std::int64_t page_base = 0;  // paged: first page-table entry of the request
 
-  __device__ KvRowMap(const DecodeParams& params, int b) : p(params) {
+  // The map of work item w's request b = w.request / s_q: its base comes with the item (the planner's
+  // kv_base = kv_indptr[b]), so no load stands between the item and its first copies.
+  __device__ KvRowMap(const DecodeParams& params, const WorkItem& w) : p(params) {
     if (p.page_table == nullptr) {
-      row_base = __ldg(p.kv_indptr + b);
+      row_base = w.kv_base;
     } else {
       page_base =
-          p.page_table_stride > 0 ? std::int64_t(b) * p.page_table_stride : std::int64_t(__ldg(p.kv_indptr + b));
+          p.page_table_stride > 0 ? std::int64_t(w.request / p.s_q) * p.page_table_stride : std::int64_t(w.kv_base);
     }
   }
-  // The map of a request whose base() is known already (no loads).
+  // The map of a request whose base() is known already.
   struct KnownBase {};
   __device__ KvRowMap(const DecodeParams& params, KnownBase, std::int64_t base)
       : p(params), row_base(base), page_base(base) {}
