@@ -456,16 +456,68 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   cp_async_wait<0>();
 }
 
-template <KvFormat F>
-cudaError_t prepare() {
-  const cudaError_t e = prepare_decode_kernel(decode_kernel<F, false>, sizeof(Smem<F>));
-  return e != cudaSuccess ? e : prepare_decode_kernel(decode_kernel<F, true>, sizeof(Smem<F>));
+// The launch, preparation and cluster probe of any decode kernel.
+cudaLaunchConfig_t decode_config(int grid, int threads, std::size_t smem, int cluster, cudaStream_t stream,
+                                 cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(grid));
+  cfg.blockDim = dim3(unsigned(threads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  if (cluster > 0) {
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = unsigned(cluster);
+    attr->val.clusterDim.y = 1;
+    attr->val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  return cfg;
 }
 
-template <KvFormat F>
-cudaError_t launch(const DecodeParams& p, cudaStream_t stream) {
-  return p.ctas < p.num_items ? launch_decode_kernel(decode_kernel<F, true>, p, kThreads, sizeof(Smem<F>), stream)
-                              : launch_decode_kernel(decode_kernel<F, false>, p, kThreads, sizeof(Smem<F>), stream);
+// p.ctas CTAs of k, in clusters of p.cluster when it is set.
+cudaError_t launch_decode_kernel(const DecodeKernel& k, const DecodeParams& p, cudaStream_t stream) {
+  cudaLaunchAttribute attr{};
+  const cudaLaunchConfig_t cfg = decode_config(p.ctas, k.threads, k.smem, p.cluster, stream, &attr);
+  return cudaLaunchKernelEx(&cfg, k.entry, p);
+}
+
+// Raises k's dynamic shared-memory limit and allows clusters of up to 16.
+cudaError_t prepare_decode_kernel(const DecodeKernel& k) {
+  cudaError_t e = cudaFuncSetAttribute(k.entry, cudaFuncAttributeMaxDynamicSharedMemorySize, int(k.smem));
+  if (e != cudaSuccess) return e;
+  return cudaFuncSetAttribute(k.entry, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+}
+
+// How many clusters of n CTAs of k can be resident at once (0: clusters of n cannot run).
+int max_active_decode_clusters(const DecodeKernel& k, int n) {
+  cudaLaunchAttribute attr{};
+  const cudaLaunchConfig_t cfg = decode_config(n, k.threads, k.smem, n, nullptr, &attr);
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, k.entry, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: clear it
+    return 0;
+  }
+  return clusters;
+}
+
+// bf16's kernels: one item per CTA, or walking several (kWalk).
+template <bool kWalk>
+DecodeKernel bf16_kernel_info() {
+  return {decode_kernel<KvFormat::bf16, kWalk>, kThreads, sizeof(Smem<KvFormat::bf16>), 1};
+}
+
+// The kernel that runs `format` (`walk`: CTAs walk several items; bf16 only).
+DecodeKernel kernel_info(KvFormat format, bool walk) {
+  switch (format) {
+    case KvFormat::bf16:
+      return walk ? bf16_kernel_info<true>() : bf16_kernel_info<false>();
+    case KvFormat::fp8:
+      return decode_fp8_kernel_info();
+    case KvFormat::mxfp4:
+      return decode_mxfp4_kernel_info();
+  }
+  return bf16_kernel_info<false>();
 }
 
 }  // namespace
@@ -498,52 +550,20 @@ int decode_grid(KvFormat format, std::span<const WorkItem> items, int cluster, i
 }
 
 int decode_ctas_per_sm(KvFormat format) {
-  switch (format) {
-    case KvFormat::fp8:
-      return decode_fp8_ctas_per_sm();
-    case KvFormat::mxfp4:
-      return decode_mxfp4_ctas_per_sm();
-    case KvFormat::bf16:
-      return 1;
-  }
-  return 1;
+  return kernel_info(format, false).ctas_per_sm;
 }
 
 cudaError_t prepare_decode(KvFormat format) {
-  switch (format) {
-    case KvFormat::bf16:
-      return prepare<KvFormat::bf16>();
-    case KvFormat::fp8:
-      return prepare_decode_fp8();
-    case KvFormat::mxfp4:
-      return prepare_decode_mxfp4();
-  }
-  return cudaErrorInvalidValue;
+  const cudaError_t e = prepare_decode_kernel(kernel_info(format, false));
+  return e != cudaSuccess || format != KvFormat::bf16 ? e : prepare_decode_kernel(kernel_info(format, true));
 }
 
 int decode_max_active_clusters(KvFormat format, int n) {
-  switch (format) {
-    case KvFormat::bf16:
-      return max_active_decode_clusters(decode_kernel<KvFormat::bf16, false>, kThreads, sizeof(Smem<KvFormat::bf16>),
-                                        n);
-    case KvFormat::fp8:
-      return decode_fp8_max_active_clusters(n);
-    case KvFormat::mxfp4:
-      return decode_mxfp4_max_active_clusters(n);
-  }
-  return 0;
+  return max_active_decode_clusters(kernel_info(format, false), n);  // cluster mode never walks
 }
 
 cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream) {
-  switch (format) {
-    case KvFormat::bf16:
-      return launch<KvFormat::bf16>(p, stream);
-    case KvFormat::fp8:
-      return launch_decode_fp8(p, stream);
-    case KvFormat::mxfp4:
-      return launch_decode_mxfp4(p, stream);
-  }
-  return cudaErrorInvalidValue;
+  return launch_decode_kernel(kernel_info(format, p.ctas < p.num_items), p, stream);
 }
 
 }  // namespace mla::sm90

@@ -476,17 +476,8 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 
 }  // namespace
 
-int decode_fp8_ctas_per_sm() {
-  return Traits::kCtasPerSm;
-}
-cudaError_t prepare_decode_fp8() {
-  return prepare_decode_kernel(decode_fp8_kernel, sizeof(Smem));
-}
-int decode_fp8_max_active_clusters(int n) {
-  return max_active_decode_clusters(decode_fp8_kernel, kThreads, sizeof(Smem), n);
-}
-cudaError_t launch_decode_fp8(const DecodeParams& p, cudaStream_t stream) {
-  return launch_decode_kernel(decode_fp8_kernel, p, kThreads, sizeof(Smem), stream);
+DecodeKernel decode_fp8_kernel_info() {
+  return {decode_fp8_kernel, kThreads, sizeof(Smem), Traits::kCtasPerSm};
 }
 
 }  // namespace mla::sm90

@@ -473,17 +473,8 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 
 }  // namespace
 
-int decode_mxfp4_ctas_per_sm() {
-  return Traits::kCtasPerSm;
-}
-cudaError_t prepare_decode_mxfp4() {
-  return prepare_decode_kernel(decode_mxfp4_kernel, sizeof(Smem));
-}
-int decode_mxfp4_max_active_clusters(int n) {
-  return max_active_decode_clusters(decode_mxfp4_kernel, kThreads, sizeof(Smem), n);
-}
-cudaError_t launch_decode_mxfp4(const DecodeParams& p, cudaStream_t stream) {
-  return launch_decode_kernel(decode_mxfp4_kernel, p, kThreads, sizeof(Smem), stream);
+DecodeKernel decode_mxfp4_kernel_info() {
+  return {decode_mxfp4_kernel, kThreads, sizeof(Smem), Traits::kCtasPerSm};
 }
 
 }  // namespace mla::sm90

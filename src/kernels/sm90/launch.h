@@ -24,60 +24,18 @@ cudaError_t prepare_decode(KvFormat format);
 cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream);
 // How many clusters of n decode CTAs can be resident at once (0: clusters of n cannot run).
 int decode_max_active_clusters(KvFormat format, int n);
-// decode_fp8.cu and decode_mxfp4.cu: the wgmma kernels (tokens in M, 64-token tiles); bf16 is
-// decode.cu's.
-int decode_fp8_ctas_per_sm();
-cudaError_t prepare_decode_fp8();
-cudaError_t launch_decode_fp8(const DecodeParams& p, cudaStream_t stream);
-int decode_fp8_max_active_clusters(int n);
-int decode_mxfp4_ctas_per_sm();
-cudaError_t prepare_decode_mxfp4();
-cudaError_t launch_decode_mxfp4(const DecodeParams& p, cudaStream_t stream);
-int decode_mxfp4_max_active_clusters(int n);
 
-// The three decode kernels' launch, preparation and cluster probe, in one place.
-inline cudaLaunchConfig_t decode_config(int grid, int threads, std::size_t smem, int cluster, cudaStream_t stream,
-                                        cudaLaunchAttribute* attr) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(grid));
-  cfg.blockDim = dim3(unsigned(threads));
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  if (cluster > 0) {
-    attr->id = cudaLaunchAttributeClusterDimension;
-    attr->val.clusterDim.x = unsigned(cluster);
-    attr->val.clusterDim.y = 1;
-    attr->val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
-  return cfg;
-}
-// p.ctas CTAs, in clusters of p.cluster when it is set.
-template <class Kernel>
-cudaError_t launch_decode_kernel(Kernel kernel, const DecodeParams& p, int threads, std::size_t smem,
-                                 cudaStream_t stream) {
-  cudaLaunchAttribute attr{};
-  const cudaLaunchConfig_t cfg = decode_config(p.ctas, threads, smem, p.cluster, stream, &attr);
-  return cudaLaunchKernelEx(&cfg, kernel, p);
-}
-template <class Kernel>
-cudaError_t prepare_decode_kernel(Kernel kernel, std::size_t smem) {
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  if (e != cudaSuccess) return e;
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-}
-template <class Kernel>
-int max_active_decode_clusters(Kernel kernel, int threads, std::size_t smem, int n) {
-  cudaLaunchAttribute attr{};
-  const cudaLaunchConfig_t cfg = decode_config(n, threads, smem, n, nullptr, &attr);
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
-    (void)cudaGetLastError();  // not sticky: clear it
-    return 0;
-  }
-  return clusters;
-}
+// One decode kernel as the dispatch (decode.cu) sees it. decode_fp8.cu and decode_mxfp4.cu each
+// describe their wgmma kernel (tokens in M, 64-token tiles); bf16's two are decode.cu's own.
+struct DecodeKernel {
+  void (*entry)(DecodeParams);  // the __global__ function
+  int threads;                  // block size
+  std::size_t smem;             // dynamic shared memory per CTA, bytes
+  int ctas_per_sm;              // resident CTAs per SM (the planner's wave is SMs × this)
+};
+DecodeKernel decode_fp8_kernel_info();
+DecodeKernel decode_mxfp4_kernel_info();
+
 // `max_partials`: most partials of one row (sizes the CTA: more partial groups for long splits);
 // `sms`: the device's SMs (few rows are spread over more CTAs, each a chunk of the value dims).
 cudaError_t launch_combine(const CombineParams& p, int max_partials, int sms, cudaStream_t stream);
