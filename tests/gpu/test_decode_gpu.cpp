@@ -258,10 +258,9 @@ TEST(GpuDecode, Mxfp4WideScaleSpread) {
   }
 }
 
-// Logits whose maximum climbs through the request: every KV row of token n scaled by 2^(20·n/L)
-// (exact in bf16) and the formats quantized again from that source. The running max then moves a
-// little (within the kernels' slack: weights above 1) or a lot (past it: the exact path) from tile
-// to tile; one request falls instead (the first tile holds the max throughout).
+// Logits whose maximum climbs through the request (climb_kv: KV rows scaled by up to 2^16): the
+// running max moves a little (within the wgmma kernels' slack: weights above 1) or a lot (past it:
+// the exact path) from tile to tile; one request falls instead (the first tile holds the max).
 TEST(GpuDecode, ClimbingLogitsMoveTheRunningMax) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
@@ -270,34 +269,7 @@ TEST(GpuDecode, ClimbingLogitsMoveTheRunningMax) {
     spec.format = f;
     spec.seed = 123;
     HostInputs in = make_inputs(spec);
-    for (int b = 0; b < in.batch; ++b) {
-      const std::int32_t len = in.kv_indptr[std::size_t(b) + 1] - in.kv_indptr[std::size_t(b)];
-      for (std::int32_t n = 0; n < len; ++n) {
-        const int e = b == 3 ? 20 - 20 * n / len : 20 * n / len;  // request 3 falls
-        std::uint16_t* row = in.kv_bf16.data() + std::int64_t(in.kv_indptr[std::size_t(b)] + n) * kHeadDim;
-        for (int d = 0; d < kHeadDim; ++d) {
-          if ((row[d] & 0x7F80u) != 0) row[d] = std::uint16_t(row[d] + (e << 7));  // × 2^e (normal values)
-        }
-      }
-    }
-    switch (f) {
-      case KvFormat::bf16:
-        std::memcpy(in.kv_data.data(), in.kv_bf16.data(), in.kv_data.size());
-        break;
-      case KvFormat::fp8: {
-        const Fp8Quantized qz = quantize_fp8(in.kv_bf16);
-        in.kv_data = qz.bytes;
-        in.fp8_scale = qz.scale;
-        break;
-      }
-      case KvFormat::mxfp4: {
-        Mxfp4Quantized qz;
-        ASSERT_TRUE(quantize_mxfp4(in.kv_bf16, in.kv_rows, spec.rounding, spec.scale_stride, &qz).ok());
-        in.kv_data = qz.data;
-        in.kv_scales = qz.scales;
-        break;
-      }
-    }
+    climb_kv(&in, 16);
     expect_correct_inputs(in, spec.name() + " climbing logits");
   }
 }

@@ -166,7 +166,9 @@ __device__ __forceinline__ void tile_maxima(const float (&x)[4][2], SoftmaxState
     jump |= fmaxf(x[i][0], x[i][1]) > st[i].m + slack;
     f[i] = 1.f;
   }
-  if (!__syncthreads_or(jump)) return;
+  // The vote's result is the same in every thread; passing it through a warp vote tells the compiler
+  // so (a branch it must treat as divergent moves the wgmma descriptors out of uniform registers).
+  if (!__any_sync(0xffffffffu, __syncthreads_or(jump))) return;
   float mx[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
