@@ -460,4 +460,40 @@ std::vector<std::int32_t> ragged_lengths(int batch, std::uint64_t seed, int max_
   return lens;
 }
 
+void climb_kv(HostInputs* in, int max_exponent) {
+  const CaseSpec& spec = in->spec;
+  if (spec.page_size != 0 || spec.spare_rows != 0 || spec.row_padding != 0) {
+    throw std::logic_error("climb_kv: contiguous cases without spare rows or padding only");
+  }
+  for (int b = 0; b < in->batch; ++b) {
+    const std::int32_t first = in->kv_indptr[std::size_t(b)], len = in->kv_indptr[std::size_t(b) + 1] - first;
+    for (std::int32_t n = 0; n < len; ++n) {
+      const int e = b == 3 ? max_exponent - max_exponent * n / len : max_exponent * n / len;
+      std::uint16_t* row = in->kv_bf16.data() + std::int64_t(first + n) * kHeadDim;
+      for (int d = 0; d < kHeadDim; ++d) {
+        if ((row[d] & 0x7F80u) != 0) row[d] = std::uint16_t(row[d] + (e << 7));  // × 2^e
+      }
+    }
+  }
+  switch (spec.format) {
+    case KvFormat::bf16:
+      std::memcpy(in->kv_data.data(), in->kv_bf16.data(), in->kv_data.size());
+      break;
+    case KvFormat::fp8: {
+      const Fp8Quantized qz = quantize_fp8(in->kv_bf16);
+      in->kv_data = qz.bytes;
+      in->fp8_scale = qz.scale;
+      break;
+    }
+    case KvFormat::mxfp4: {
+      Mxfp4Quantized qz;
+      const Status s = quantize_mxfp4(in->kv_bf16, in->kv_rows, spec.rounding, spec.scale_stride, &qz);
+      if (!s.ok()) throw std::runtime_error("climb_kv: quantize_mxfp4 failed: " + s.message);
+      in->kv_data = qz.data;
+      in->kv_scales = qz.scales;
+      break;
+    }
+  }
+}
+
 }  // namespace mla::testing

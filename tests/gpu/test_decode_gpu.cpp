@@ -258,6 +258,22 @@ TEST(GpuDecode, Mxfp4WideScaleSpread) {
   }
 }
 
+// Logits whose maximum climbs through the request (climb_kv: KV rows scaled by up to 2^16): the
+// running max moves a little (within the wgmma kernels' slack: weights above 1) or a lot (past it:
+// the exact path) from tile to tile; one request falls instead (the first tile holds the max).
+TEST(GpuDecode, ClimbingLogitsMoveTheRunningMax) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (KvFormat f : kFormats) {
+    CaseSpec spec;
+    spec.kv_lens = {4096, 3000, 700, 1500};
+    spec.format = f;
+    spec.seed = 123;
+    HostInputs in = make_inputs(spec);
+    climb_kv(&in, 16);
+    expect_correct_inputs(in, spec.name() + " climbing logits");
+  }
+}
+
 TEST(GpuDecode, WithoutLse) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   CaseSpec spec = CaseSpec::uniform(8, 3000, KvFormat::bf16);

@@ -73,6 +73,16 @@ Plan check_case(const CaseSpec& spec, bool with_lse = true) {
   return r.plan;
 }
 
+// Runs prepared inputs and checks them against the reference.
+void check_inputs(const HostInputs& in) {
+  const CpuRun r = run_cpu(in, true);
+  ASSERT_TRUE(r.status.ok()) << r.status.message;
+  std::vector<std::uint16_t> scratch(r.out.size());
+  const testing::Comparison c =
+      testing::compare(r.out, r.lse, testing::reference_decode(in.problem(scratch.data(), nullptr)));
+  EXPECT_TRUE(c.ok()) << c.summary();
+}
+
 TEST(CpuBackend, UniformAllFormatsBothDistributions) {
   for (KvFormat f : kFormats) {
     for (Distribution d : {Distribution::challenge, Distribution::peaked}) {
@@ -80,6 +90,21 @@ TEST(CpuBackend, UniformAllFormatsBothDistributions) {
       spec.dist = d;
       check_case(spec);
     }
+  }
+}
+
+// The inputs of the GPU test of a climbing running max, on the CPU backend (checks the inputs too:
+// their LSEs stay small enough for the 1e-4 bound in fp32).
+TEST(CpuBackend, ClimbingLogits) {
+  for (KvFormat f : kFormats) {
+    CaseSpec spec;
+    spec.kv_lens = {4096, 3000, 700, 1500};
+    spec.format = f;
+    spec.seed = 123;
+    HostInputs in = testing::make_inputs(spec);
+    testing::climb_kv(&in, 16);
+    SCOPED_TRACE(spec.name());
+    check_inputs(in);
   }
 }
 

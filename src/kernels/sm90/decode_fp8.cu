@@ -49,6 +49,9 @@ struct Traits {
   static constexpr int kPBytes = kTile;  // bytes per P row
   static constexpr int kPvSteps = 2;     // k32 steps of P·V per tile
   static constexpr float kOutScale = 1.f / 256.f;
+  // A head's running max moves only when a tile's logits exceed it by more than this (tile_maxima):
+  // P ≤ e^0.5 keeps P·2^8 ≤ 423 within e4m3's 448.
+  static constexpr float kSlack = 0.5f;
 };
 
 struct Smem {
@@ -391,27 +394,19 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     // Online softmax. s[j0] / s[j0 + 2]: tokens g / g+8 of the warp, head column i (see head[]).
     const int u0 = 16 * warp + g;  // tile tokens u0 and u0 + 8
     const bool v0 = t0 + u0 < item.kv_end, v1 = t0 + u0 + 8 < item.kv_end;
-    float x[4][2], mx[4];
+    float x[4][2];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int j0 = (i / 2) * 4 + (i % 2);
       x[i][0] = v0 ? s[j0] * lscale[i] : -INFINITY;
       x[i][1] = v1 ? s[j0 + 2] * lscale[i] : -INFINITY;
-      mx[i] = fmaxf(x[i][0], x[i][1]);
-#pragma unroll
-      for (int off = 4; off < 32; off <<= 1) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], off));
     }
-    if (g == 0) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) sm.red[warp][head[i]] = mx[i];
-    }
-    __syncthreads();                          // red complete
-    const float pscale = 1.f / T::kOutScale;  // P·2^8
     float f[4];
+    tile_maxima(x, st, T::kSlack, sm.red, f);
+    const float pscale = 1.f / T::kOutScale;  // P·2^8
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int h = head[i];
-      f[i] = st[i].rescale_to(fmaxf(fmaxf(sm.red[0][h], sm.red[1][h]), fmaxf(sm.red[2][h], sm.red[3][h])));
       const float p0 = SoftmaxState<float>::exp(x[i][0] - st[i].m), p1 = SoftmaxState<float>::exp(x[i][1] - st[i].m);
       st[i].add(p0 + p1);
       // P·2^8 = P_hi + P_lo (e4m3), token slots in the Vᵀ fragments' k order

@@ -72,7 +72,10 @@ static_assert(Traits::kCtasPerSm * (sizeof(Smem) + 1024) <= 228 * 1024,
               "MXFP4: kCtasPerSm CTAs must fit one SM's shared memory");
 static_assert(sizeof(Smem::vt) >= sizeof(ClusterExchange), "cluster mode: the exchange fits in Vt");
 static_assert(Traits::kCtasPerSm <= kMaxDecodeCtasPerSm, "the workspace is sized for kMaxDecodeCtasPerSm CTAs per SM");
-constexpr int kVtSbo = kTile / 8 * 128;  // bytes between value-row groups of Vt (1024)
+constexpr int kVtSbo = kTile / 8 * 128;
+// A head's running max moves only when a tile's logits exceed it by more than this (tile_maxima):
+// P then reaches e^8 ≈ 3000, which its bf16 and the fp32 O take.
+constexpr float kSlack = 8.f;  // bytes between value-row groups of Vt (1024)
 
 // ── E2M1 → bf16 ─────────────────────────────────────────────────────────────────────────────────
 // Codes J and J + 4 of a word of 8 E2M1 codes (bits 4J.. and 16 + 4J..) → a bf16 pair worth
@@ -385,22 +388,16 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     const int u0 = 16 * warp + g;  // tile tokens u0 and u0 + 8
     const bool v0 = t0 + u0 < item.kv_end, v1 = t0 + u0 + 8 < item.kv_end;
     const float ls = p.logit_scale * decode_e8m0(std::uint8_t(r_w));  // K = K' · 2^(R_w − 127)
-    float x[4][2], mx[4];
+    float x[4][2];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int j0 = (i / 2) * 4 + (i % 2);
       x[i][0] = v0 ? s[j0] * ls : -INFINITY;
       x[i][1] = v1 ? s[j0 + 2] * ls : -INFINITY;
-      mx[i] = fmaxf(x[i][0], x[i][1]);
-#pragma unroll
-      for (int off = 4; off < 32; off <<= 1) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], off));
-    }
-    if (g == 0) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) sm.red[warp][head[i]] = mx[i];
     }
     if (lane == 0) sm.rw[warp] = r_w;
-    __syncthreads();  // red, rw complete; every warp has read the raw tile
+    float f[4];
+    tile_maxima(x, st, kSlack, sm.red, f);  // its barrier: rw complete; every warp has read the raw tile
 
     // The raw stage is free: tile t + 1 goes in from registers, tile t + 2's loads go out. (The
     // scales of a warp's tokens are stored and read by that warp alone.)
@@ -419,11 +416,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     const float a_shift = a_run < 0 ? 1.f : pow2_nonpositive(a_run - a_new);
     a_run = a_new;
     const float pscale = pow2_nonpositive(r_w - a_new);
-    float f[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int h = head[i];
-      f[i] = st[i].rescale_to(fmaxf(fmaxf(sm.red[0][h], sm.red[1][h]), fmaxf(sm.red[2][h], sm.red[3][h])));
       const float p0 = SoftmaxState<float>::exp(x[i][0] - st[i].m), p1 = SoftmaxState<float>::exp(x[i][1] - st[i].m);
       st[i].add(p0 + p1);
       std::uint8_t* base = &sm.p.bytes[h / 8][0][h % 8][0];  // bf16 P·2^(R_w − A), tokens in order
@@ -431,7 +426,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       *reinterpret_cast<std::uint16_t*>(base + (u0 / 8 + 1) * 128 + (u0 % 8) * 2) = bf16_rn(p1 * pscale);
     }
     // P·V accumulates straight into Oᵀ, so Oᵀ takes its rescale first — skipped when no head's max
-    // moved and A stayed (every factor exactly 1).
+    // moved and A stayed (every factor exactly 1: the common case).
 #pragma unroll
     for (int i = 0; i < 4; ++i) f[i] *= a_shift;
     if (f[0] != 1.f || f[1] != 1.f || f[2] != 1.f || f[3] != 1.f) {

@@ -147,6 +147,47 @@ __device__ __forceinline__ QRegs fetch_q(const DecodeParams& p, int v) {
   return q;
 }
 
+// ── the tile's maxima ───────────────────────────────────────────────────────────────────────────
+// x[i][k]: this thread's logits of head 2c, 2c+1, 8+2c, 9+2c (i = 0..3) at its tokens g and g + 8
+// (−inf where masked). A head's running max moves only when some logit of the tile exceeds it by
+// more than `slack`, so the tile's weights exp(x − m) stay ≤ e^slack — the kernel picks a slack its
+// P format holds. The common case costs one block-wide vote, which is also the barrier the caller
+// needs here. The first tile (m = −inf) and rare jumps take the exact path: each head's tile max over
+// the CTA (warp butterflies, one step through `red`, a second barrier) and SoftmaxState::rescale_to.
+// f[i]: the factor for what head i has accumulated (1 on the common path). Every thread takes the
+// same path. `red` is free on entry and may be rewritten after the caller's next barrier.
+__device__ __forceinline__ void tile_maxima(const float (&x)[4][2], SoftmaxState<float> (&st)[4], float slack,
+                                            float (&red)[kWarps][kNumHeads], float (&f)[4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const int head[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
+  bool jump = false;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    jump |= fmaxf(x[i][0], x[i][1]) > st[i].m + slack;
+    f[i] = 1.f;
+  }
+  // The vote's result is the same in every thread; passing it through a warp vote tells the compiler
+  // so (a branch it must treat as divergent moves the wgmma descriptors out of uniform registers).
+  if (!__any_sync(0xffffffffu, __syncthreads_or(jump))) return;
+  float mx[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    mx[i] = fmaxf(x[i][0], x[i][1]);
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], off));
+  }
+  if (g == 0) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) red[warp][head[i]] = mx[i];
+  }
+  __syncthreads();  // red complete
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int h = head[i];
+    f[i] = st[i].rescale_to(fmaxf(fmaxf(red[0][h], red[1][h]), fmaxf(red[2][h], red[3][h])));
+  }
+}
+
 // ── epilogue ────────────────────────────────────────────────────────────────────────────────────
 // The end of a work item: each head's l summed over the thread's rows (g) and the warps (through
 // `red`, free on entry), the LSE written (partial or final), and Oᵀ scaled by 1/l · value_scale
