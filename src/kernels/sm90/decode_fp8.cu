@@ -402,7 +402,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       x[i][1] = v1 ? s[j0 + 2] * lscale[i] : -INFINITY;
     }
     float f[4];
-    tile_maxima(x, st, T::kSlack, sm.red, f);
+    tile_maxima(x, st, T::kSlack, t == 0, sm.red, f);
     const float pscale = 1.f / T::kOutScale;  // P·2^8
 #pragma unroll
     for (int i = 0; i < 4; ++i) {

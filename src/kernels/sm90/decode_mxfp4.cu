@@ -397,7 +397,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     }
     if (lane == 0) sm.rw[warp] = r_w;
     float f[4];
-    tile_maxima(x, st, kSlack, sm.red, f);  // its barrier: rw complete; every warp has read the raw tile
+    tile_maxima(x, st, kSlack, t == 0, sm.red, f);  // its barrier: rw complete; every warp has read the raw tile
 
     // The raw stage is free: tile t + 1 goes in from registers, tile t + 2's loads go out. (The
     // scales of a warp's tokens are stored and read by that warp alone.)

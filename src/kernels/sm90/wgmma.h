@@ -152,12 +152,13 @@ __device__ __forceinline__ QRegs fetch_q(const DecodeParams& p, int v) {
 // (−inf where masked). A head's running max moves only when some logit of the tile exceeds it by
 // more than `slack`, so the tile's weights exp(x − m) stay ≤ e^slack — the kernel picks a slack its
 // P format holds. The common case costs one block-wide vote, which is also the barrier the caller
-// needs here. The first tile (m = −inf) and rare jumps take the exact path: each head's tile max over
-// the CTA (warp butterflies, one step through `red`, a second barrier) and SoftmaxState::rescale_to.
-// f[i]: the factor for what head i has accumulated (1 on the common path). Every thread takes the
-// same path. `red` is free on entry and may be rewritten after the caller's next barrier.
+// needs here. Rare jumps, and the item's first tile (`first`, uniform; m = −inf: no vote), take the
+// exact path: each head's tile max over the CTA (warp butterflies, one step through `red` and its
+// barrier, which then serves the caller) and SoftmaxState::rescale_to. f[i]: the factor for what
+// head i has accumulated (1 on the common path). Every thread takes the same path. `red` is free on
+// entry and may be rewritten after the caller's next barrier.
 __device__ __forceinline__ void tile_maxima(const float (&x)[4][2], SoftmaxState<float> (&st)[4], float slack,
-                                            float (&red)[kWarps][kNumHeads], float (&f)[4]) {
+                                            bool first, float (&red)[kWarps][kNumHeads], float (&f)[4]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int head[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
   bool jump = false;
@@ -168,7 +169,7 @@ __device__ __forceinline__ void tile_maxima(const float (&x)[4][2], SoftmaxState
   }
   // The vote's result is the same in every thread; passing it through a warp vote tells the compiler
   // so (a branch it must treat as divergent moves the wgmma descriptors out of uniform registers).
-  if (!__any_sync(0xffffffffu, __syncthreads_or(jump))) return;
+  if (!first && !__any_sync(0xffffffffu, __syncthreads_or(jump))) return;
   float mx[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
