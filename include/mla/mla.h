@@ -120,7 +120,8 @@ std::string describe(const Plan& plan);
 Status workspace_size(const Problem& p, Backend backend, std::size_t* bytes);
 
 // Validates `p` and fills `workspace` (host memory for cpu, device memory for cuda) with the
-// work list. Call again whenever batch, lengths or page table change.
+// work list: each work item's request, KV range and kv_indptr offset (fixed by the lengths, as
+// kv_indptr starts at 0). Call again whenever batch, lengths or page table change.
 Status plan(const Problem& p, Backend backend, void* workspace, std::size_t workspace_bytes, Plan* out);
 
 // Runs the decode. cuda: asynchronous on `stream` (a cudaStream_t, nullptr = default stream), no
