@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Summarise `ncu --page source --csv --print-source sass`: the SASS instructions with the most
-warp-state samples, and the samples per opcode. usage: ncu_hot.py FILE.csv [TOP]"""
+warp-state samples, the samples per opcode and per stall reason, and the executed instructions per
+opcode. usage: ncu_hot.py FILE.csv [TOP]"""
 import collections
 import csv
 import re
@@ -35,6 +36,12 @@ def main():
         if m:
             by_op[m.group(1)] += num(r[samp]) or 0
     print('samples by opcode:', ', '.join(f'{k} {100 * v / total:.1f}%' for k, v in by_op.most_common(20)))
+    by_reason = collections.Counter()
+    for r in body:
+        for i in reasons:
+            if 'Not Issued' not in head[i]:
+                by_reason[head[i].replace('stall_', '')] += num(r[i]) or 0
+    print('samples by reason:', ', '.join(f'{k} {100 * v / total:.1f}%' for k, v in by_reason.most_common(12)))
     ex = next((i for i, h in enumerate(head) if h.strip() == 'Instructions Executed'), None)
     if ex is not None:  # warp-level instructions executed, per opcode (what the issue slots went to)
         by_ex = collections.Counter()
