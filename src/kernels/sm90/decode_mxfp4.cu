@@ -5,8 +5,8 @@
 // of every wgmma M = 64). Per tile t:
 //
 //   raw      tile t as stored (E2M1 codes, rows padded by 16 bytes) and its factors (from the E8M0
-//            bytes) in shared memory; tile t + 1 in registers (global loads issued an iteration ahead), stored into
-//            the one raw stage once S(t) has read it.
+//            bytes) in shared memory; tile t + 1 in registers (global loads issued an iteration
+//            ahead), stored into the one raw stage once S(t) has read it.
 //   Sᵀ = K·Qᵀ   wgmma m64n16k16 bf16 RS, fp32 accumulation. A = K in registers: an ldmatrix of the
 //            raw tile gives 8 codes per register; codes j and j + 4 go to a bf16 pair by bit
 //            placement (value · 2^-126, exact) and one bf16x2 multiply by 2^(s − R_w + 126), where
@@ -72,10 +72,10 @@ static_assert(Traits::kCtasPerSm * (sizeof(Smem) + 1024) <= 228 * 1024,
               "MXFP4: kCtasPerSm CTAs must fit one SM's shared memory");
 static_assert(sizeof(Smem::vt) >= sizeof(ClusterExchange), "cluster mode: the exchange fits in Vt");
 static_assert(Traits::kCtasPerSm <= kMaxDecodeCtasPerSm, "the workspace is sized for kMaxDecodeCtasPerSm CTAs per SM");
-constexpr int kVtSbo = kTile / 8 * 128;
+constexpr int kVtSbo = kTile / 8 * 128;  // bytes between value-row groups of Vt (1024)
 // A head's running max moves only when a tile's logits exceed it by more than this (tile_maxima):
 // P then reaches e^8 ≈ 3000, which its bf16 and the fp32 O take.
-constexpr float kSlack = 8.f;  // bytes between value-row groups of Vt (1024)
+constexpr float kSlack = 8.f;
 
 // ── E2M1 → bf16 ─────────────────────────────────────────────────────────────────────────────────
 // Codes J and J + 4 of a word of 8 E2M1 codes (bits 4J.. and 16 + 4J..) → a bf16 pair worth
