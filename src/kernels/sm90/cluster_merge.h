@@ -66,9 +66,7 @@ __device__ __forceinline__ void merge_slice(const DecodeParams& p, int row, int 
       acc.x += w * v[k].x, acc.y += w * v[k].y, acc.z += w * v[k].z, acc.w += w * v[k].w;
     }
     std::uint16_t* out = p.out + (std::int64_t(row) * kNumHeads + h) * kValueDim + dim;
-    *reinterpret_cast<uint2*>(out) =
-        make_uint2(std::uint32_t(float_to_bf16(acc.x)) | (std::uint32_t(float_to_bf16(acc.y)) << 16),
-                   std::uint32_t(float_to_bf16(acc.z)) | (std::uint32_t(float_to_bf16(acc.w)) << 16));
+    *reinterpret_cast<uint2*>(out) = make_uint2(bf16x2_bits(acc.x, acc.y), bf16x2_bits(acc.z, acc.w));
   }
 }
 

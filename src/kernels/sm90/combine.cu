@@ -111,9 +111,7 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_const
     acc.x += x.x, acc.y += x.y, acc.z += x.z, acc.w += x.w;
   }
   std::uint16_t* out = p.out + (std::int64_t(b) * kNumHeads + h) * kValueDim + dim;
-  *reinterpret_cast<uint2*>(out) =
-      make_uint2(std::uint32_t(float_to_bf16(acc.x)) | (std::uint32_t(float_to_bf16(acc.y)) << 16),
-                 std::uint32_t(float_to_bf16(acc.z)) | (std::uint32_t(float_to_bf16(acc.w)) << 16));
+  *reinterpret_cast<uint2*>(out) = make_uint2(bf16x2_bits(acc.x, acc.y), bf16x2_bits(acc.z, acc.w));
   if (p.lse != nullptr && threadIdx.x == 0 && blockIdx.z == 0) p.lse[std::int64_t(b) * kNumHeads + h] = st.lse();
 }
 

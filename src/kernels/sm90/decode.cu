@@ -107,11 +107,6 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {
-  std::uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
 template <KvFormat F>
 struct Decoder {
   using T = Traits<F>;
@@ -344,7 +339,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
         for (int i = 0; i < kN; i += 4) {
           *reinterpret_cast<uint2*>(p_at(kv, sh, 2 * (kN * si + i))) =
-              make_uint2(pack_bf16x2(pv[i], pv[i + 1]), pack_bf16x2(pv[i + 2], pv[i + 3]));
+              make_uint2(wg::bf16x2_rn(pv[i], pv[i + 1]), wg::bf16x2_rn(pv[i + 2], pv[i + 3]));
         }
         if (si == 0) sm.factor[sh] = f;
       }
@@ -417,8 +412,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
         const int base = warp * 64 + blk * 16;
         if (item.partial < 0) {
           std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + row) * kValueDim + base;
-          *reinterpret_cast<std::uint32_t*>(out + 2 * c) = pack_bf16x2(e[0] * x, e[1] * x);
-          *reinterpret_cast<std::uint32_t*>(out + 8 + 2 * c) = pack_bf16x2(f[0] * x, f[1] * x);
+          *reinterpret_cast<std::uint32_t*>(out + 2 * c) = wg::bf16x2_rn(e[0] * x, e[1] * x);
+          *reinterpret_cast<std::uint32_t*>(out + 8 + 2 * c) = wg::bf16x2_rn(f[0] * x, f[1] * x);
         } else {
           float* out = part.o + row * kValueDim + base;
           *reinterpret_cast<float2*>(out + 2 * c) = make_float2(e[0] * x, e[1] * x);

@@ -17,13 +17,12 @@ struct DecodeParams {
   std::int64_t kv_row_stride;      // bytes, multiple of 16
   const std::uint8_t* kv_scales;   // mxfp4: [kv_rows × scale_stride] E8M0; else null
   std::int64_t scale_stride;       // mxfp4: ≥ 18
-  const std::int32_t* kv_indptr;   // [B+1]; contiguous rows of b are [kv_indptr[b], kv_indptr[b+1])
   const std::int32_t* page_table;  // paged: page indices; null when contiguous
-  std::int64_t page_table_stride;  // entries per request; 0 = flat kv_indices (page base kv_indptr[b])
+  std::int64_t page_table_stride;  // entries per request; 0 = flat kv_indices (page base: the item's kv_base)
   int page_shift;                  // log2(page_size) when paged (0, 4, 6); unused when contiguous
   const WorkItem* items;           // [num_items]
   int num_items;
-  int ctas;  // CTAs launched: CTA c takes items c, c + ctas, … (bf16); fp8 and MXFP4: ctas = num_items
+  int ctas;            // CTAs launched: CTA c takes items c, c + ctas, … (bf16); fp8 and MXFP4: ctas = num_items
   float logit_scale;   // sm_scale · (fp8 tensor scale or 1)
   float value_scale;   // fp8 tensor scale or 1 (applied to O)
   std::uint16_t* out;  // [total_q × 16 × 512] bf16
