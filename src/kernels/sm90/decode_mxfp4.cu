@@ -399,15 +399,11 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     float f[4];
     tile_maxima(x, st, kSlack, t == 0, sm.red, f);  // its barrier: rw complete; every warp has read the raw tile
 
-    // The raw stage is free: tile t + 1 goes in from registers, tile t + 2's loads go out. (The
-    // scales of a warp's tokens are stored and read by that warp alone.)
+    // The raw stage is free: tile t + 1 goes in from registers. (The scales of a warp's tokens are
+    // stored and read by that warp alone.)
     if (t + 1 < num_tiles) {
       store_raw(sm, raw_next);
       r_w_next = store_factors(sm, scales_next, t0 + kTile, item.kv_end);  // S(t) has read fac2
-    }
-    if (t + 2 < num_tiles) {
-      raw_next = load_raw(p, rows, t0 + 2 * kTile, item.kv_end);
-      scales_next = load_scales(p, rows, t0 + 2 * kTile, item.kv_end);
     }
 
     // A = the largest R_w seen so far (never decreasing, so O only ever shrinks by 2^(A − A'));
@@ -452,6 +448,11 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       }
     }
     wgmma_commit();
+    // Tile t + 2's loads go out here, after the P barrier's fence (which would wait for them).
+    if (t + 2 < num_tiles) {
+      raw_next = load_raw(p, rows, t0 + 2 * kTile, item.kv_end);
+      scales_next = load_scales(p, rows, t0 + 2 * kTile, item.kv_end);
+    }
     // Under P·V: the next tile's rope batch of S (it touches neither Vt, P nor O).
     head_start(t + 1 < num_tiles);
   }
