@@ -278,17 +278,14 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   const KvRowMap rows(p, item);
   const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
 
-  // Tiles 0 and 1 go out together; tile 0 is stored at once, tile 1 stays in registers. (An empty
-  // item reads nothing: its first row need not exist.)
+  // Tile 0 is loaded and stored at once; tile 1's loads go out after the barrier below, whose
+  // fence would otherwise wait for them too. (An empty item reads nothing: its first row need not
+  // exist.)
   RawRegs raw{}, raw_next{};
   ScaleRegs scales{}, scales_next{};
   if (num_tiles > 0) {
     raw = load_raw(p, rows, item.kv_begin, item.kv_end);
     scales = load_scales(p, rows, item.kv_begin, item.kv_end);
-  }
-  if (num_tiles > 1) {
-    raw_next = load_raw(p, rows, item.kv_begin + kTile, item.kv_end);
-    scales_next = load_scales(p, rows, item.kv_begin + kTile, item.kv_end);
   }
   store_q(sm, q_regs);
   int r_w = 127;       // R_w of the tile whose S is under way
@@ -299,6 +296,10 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   }
   fence_proxy_async();  // Q stores (generic proxy) → wgmma reads (async proxy)
   __syncthreads();      // Q and tile 0 stored
+  if (num_tiles > 1) {
+    raw_next = load_raw(p, rows, item.kv_begin + kTile, item.kv_end);
+    scales_next = load_scales(p, rows, item.kv_begin + kTile, item.kv_end);
+  }
 
   // This thread's 4 heads, in accumulator column order: 2c, 2c+1, 8+2c, 9+2c.
   const int head[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
