@@ -278,17 +278,14 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   const KvRowMap rows(p, item);
   const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
 
-  // Tiles 0 and 1 go out together; tile 0 is stored at once, tile 1 stays in registers. (An empty
-  // item reads nothing: its first row need not exist.)
+  // Tile 0 is loaded and stored at once; tile 1's loads go out after the barrier below, whose
+  // fence would otherwise wait for them too. (An empty item reads nothing: its first row need not
+  // exist.)
   RawRegs raw{}, raw_next{};
   ScaleRegs scales{}, scales_next{};
   if (num_tiles > 0) {
     raw = load_raw(p, rows, item.kv_begin, item.kv_end);
     scales = load_scales(p, rows, item.kv_begin, item.kv_end);
-  }
-  if (num_tiles > 1) {
-    raw_next = load_raw(p, rows, item.kv_begin + kTile, item.kv_end);
-    scales_next = load_scales(p, rows, item.kv_begin + kTile, item.kv_end);
   }
   store_q(sm, q_regs);
   int r_w = 127;       // R_w of the tile whose S is under way
@@ -299,6 +296,10 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   }
   fence_proxy_async();  // Q stores (generic proxy) → wgmma reads (async proxy)
   __syncthreads();      // Q and tile 0 stored
+  if (num_tiles > 1) {
+    raw_next = load_raw(p, rows, item.kv_begin + kTile, item.kv_end);
+    scales_next = load_scales(p, rows, item.kv_begin + kTile, item.kv_end);
+  }
 
   // This thread's 4 heads, in accumulator column order: 2c, 2c+1, 8+2c, 9+2c.
   const int head[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
@@ -399,15 +400,11 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     float f[4];
     tile_maxima(x, st, kSlack, t == 0, sm.red, f);  // its barrier: rw complete; every warp has read the raw tile
 
-    // The raw stage is free: tile t + 1 goes in from registers, tile t + 2's loads go out. (The
-    // scales of a warp's tokens are stored and read by that warp alone.)
+    // The raw stage is free: tile t + 1 goes in from registers. (The scales of a warp's tokens are
+    // stored and read by that warp alone.)
     if (t + 1 < num_tiles) {
       store_raw(sm, raw_next);
       r_w_next = store_factors(sm, scales_next, t0 + kTile, item.kv_end);  // S(t) has read fac2
-    }
-    if (t + 2 < num_tiles) {
-      raw_next = load_raw(p, rows, t0 + 2 * kTile, item.kv_end);
-      scales_next = load_scales(p, rows, t0 + 2 * kTile, item.kv_end);
     }
 
     // A = the largest R_w seen so far (never decreasing, so O only ever shrinks by 2^(A − A'));
@@ -452,6 +449,11 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       }
     }
     wgmma_commit();
+    // Tile t + 2's loads go out here, after the P barrier's fence (which would wait for them).
+    if (t + 2 < num_tiles) {
+      raw_next = load_raw(p, rows, t0 + 2 * kTile, item.kv_end);
+      scales_next = load_scales(p, rows, t0 + 2 * kTile, item.kv_end);
+    }
     // Under P·V: the next tile's rope batch of S (it touches neither Vt, P nor O).
     head_start(t + 1 < num_tiles);
   }
