@@ -6,7 +6,8 @@
 //
 //   raw      tile t as stored (E2M1 codes, rows padded by 16 bytes) and its factors (from the E8M0
 //            bytes) in shared memory; tile t + 1 in registers (global loads issued an iteration
-//            ahead), stored into the one raw stage once S(t) has read it.
+//            ahead, after P·V's issue: a proxy fence waits for every load in flight), stored into
+//            the one raw stage once S(t) has read it.
 //   Sᵀ = K·Qᵀ   wgmma m64n16k16 bf16 RS, fp32 accumulation. A = K in registers: an ldmatrix of the
 //            raw tile gives 8 codes per register; codes j and j + 4 go to a bf16 pair by bit
 //            placement (value · 2^-126, exact) and one bf16x2 multiply by 2^(s − R_w + 126), where
