@@ -369,9 +369,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 
 #pragma unroll
     for (int bt = 1; bt < T::kBatches; ++bt) {
-      if (bt >= 3) wgmma_wait<1>();  // batch bt − 2 retired: its registers are free
       const KLoad x = next;
       if (bt + 1 < T::kBatches) next = k_load(sm, bt * T::kBatch);
+      if (bt >= 3) wgmma_wait<1>();  // batch bt − 2 retired: its registers are free
       s_batch(bt, x);
     }
     wgmma_wait<0>();
