@@ -44,7 +44,7 @@ struct Traits {
   static constexpr int kRowBytes = kHeadDim;  // e4m3
   static constexpr int kCtasPerSm = 2;
   static constexpr int kStages = 2;
-  static constexpr int kBatch = 12;      // S k16 steps per register batch (6 ldmatrix of 2 steps)
+  static constexpr int kBatch = 6;       // S k16 steps per register batch (3 ldmatrix of 2 steps)
   static constexpr int kPTerms = 2;      // P·2^8 = P_hi + P_lo
   static constexpr int kPBytes = kTile;  // bytes per P row
   static constexpr int kPvSteps = 2;     // k32 steps of P·V per tile
@@ -229,22 +229,33 @@ __device__ __forceinline__ void store_q(Smem& sm, const DecodeParams& p, const Q
 }
 
 // ── register fragments ──────────────────────────────────────────────────────────────────────────
-// S: the K fragments of k16 steps k0 .. k0 + kBatch − 1 (rows g / g+8 = tokens 16w + g, + 8).
-__device__ __forceinline__ void k_fragments(const Smem& sm, int stage, int k0, std::uint32_t (&a)[Traits::kBatch][4]) {
+// S: the K fragments of k16 steps k0 .. k0 + kBatch − 1 (rows g / g+8 = tokens 16w + g, + 8), in two
+// steps so that the ldmatrix results are in flight across the wgmma wait: k_raw (an ldmatrix per two
+// steps, 4 e4m3 bytes per register) and k_convert (one exact cvt per pair).
+struct KRaw {
+  std::uint32_t r[Traits::kBatch / 2][4];
+};
+__device__ __forceinline__ KRaw k_raw(const Smem& sm, int stage, int k0) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   // Row 16w + lane % 8 + 8·((lane / 8) % 2), chunks k + lane / 16: two offsets per thread (k & 2).
   const std::uint8_t* row = sm.kv[stage] + (16 * warp + lane % 8 + 8 * ((lane / 8) % 2)) * Traits::kRowBytes;
   const std::uint8_t* row0 = row + fp8_stage::k_chunk_offset(lane, 0);
   const std::uint8_t* row2 = row + fp8_stage::k_chunk_offset(lane, 2);
+  KRaw x;
 #pragma unroll
   for (int jj = 0; jj < Traits::kBatch / 2; ++jj) {
-    const int k = k0 + 2 * jj;  // k16 steps k, k + 1: chunks k, k + 1, bytes 4c..4c+3 of each
-    std::uint32_t r[4];
-    ldmatrix_x4(r, ((k & 2) ? row2 : row0) + 16 * (k & ~3));  // = row + k_chunk_offset(lane, k)
-    e4m3x4_to_f16x2x2(r[0], a[2 * jj][0], a[2 * jj][2]);      // row g: dims 4c, 4c+1 | 4c+2, 4c+3
-    e4m3x4_to_f16x2x2(r[1], a[2 * jj][1], a[2 * jj][3]);      // row g+8
-    e4m3x4_to_f16x2x2(r[2], a[2 * jj + 1][0], a[2 * jj + 1][2]);
-    e4m3x4_to_f16x2x2(r[3], a[2 * jj + 1][1], a[2 * jj + 1][3]);
+    const int k = k0 + 2 * jj;                                      // k16 steps k, k + 1: chunks k, k + 1
+    ldmatrix_x4(x.r[jj], ((k & 2) ? row2 : row0) + 16 * (k & ~3));  // = row + k_chunk_offset(lane, k)
+  }
+  return x;
+}
+__device__ __forceinline__ void k_convert(const KRaw& x, std::uint32_t (&a)[Traits::kBatch][4]) {
+#pragma unroll
+  for (int jj = 0; jj < Traits::kBatch / 2; ++jj) {
+    e4m3x4_to_f16x2x2(x.r[jj][0], a[2 * jj][0], a[2 * jj][2]);  // row g: dims 4c, 4c+1 | 4c+2, 4c+3
+    e4m3x4_to_f16x2x2(x.r[jj][1], a[2 * jj][1], a[2 * jj][3]);  // row g+8
+    e4m3x4_to_f16x2x2(x.r[jj][2], a[2 * jj + 1][0], a[2 * jj + 1][2]);
+    e4m3x4_to_f16x2x2(x.r[jj][3], a[2 * jj + 1][1], a[2 * jj + 1][3]);
   }
 #pragma unroll
   for (int i = 0; i < Traits::kBatch; ++i) fence_regs(a[i]);
@@ -347,12 +358,15 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     float sacc[2][8];  // even and odd batches: two independent chains, each started fresh
     std::uint32_t ka[2][T::kBatch][4];
     constexpr int kBatches = kSteps / T::kBatch;
-    static_assert(kSteps % T::kBatch == 0 && kBatches == 3,
-                  "whole register batches; three carry the next tile's copies");
+    static_assert(kSteps % T::kBatch == 0 && kBatches == 6,
+                  "whole register batches; every other one carries a third of the next tile's copies");
+    KRaw raw = k_raw(sm, stage, 0);
 #pragma unroll
     for (int bt = 0; bt < kBatches; ++bt) {
+      KRaw raw_next{};  // the next batch's ldmatrix results, in flight across the wait
+      if (bt + 1 < kBatches) raw_next = k_raw(sm, stage, (bt + 1) * T::kBatch);
       if (bt >= 2) wgmma_wait<1>();  // batch bt − 2 retired: its registers are free
-      k_fragments(sm, stage, bt * T::kBatch, ka[bt % 2]);
+      k_convert(raw, ka[bt % 2]);
       fence_regs(sacc[bt % 2]);
       wgmma_fence();
 #pragma unroll
@@ -365,12 +379,13 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
         }
       }
       wgmma_commit();
+      raw = raw_next;
       // Tile t + stages − 1's copies go out in three parts, each behind a batch's ldmatrix rather
       // than ahead of it (one burst at the top of the iteration measured 7 % slower at 256×8192).
       if (load_next) {
         if (bt == 0) copy_tile<0>(sm, next % T::kStages, next_src);
-        if (bt == 1) copy_tile<1>(sm, next % T::kStages, next_src);
-        if (bt == 2) copy_tile<2>(sm, next % T::kStages, next_src);
+        if (bt == 2) copy_tile<1>(sm, next % T::kStages, next_src);
+        if (bt == 4) copy_tile<2>(sm, next % T::kStages, next_src);
       }
     }
     wgmma_wait<0>();
