@@ -380,8 +380,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       }
       wgmma_commit();
       raw = raw_next;
-      // Tile t + stages − 1's copies go out in three parts, each behind a batch's ldmatrix rather
-      // than ahead of it (one burst at the top of the iteration measured 7 % slower at 256×8192).
+      // Tile t + stages − 1's copies go out in three parts, behind batches 0, 2 and 4 (one burst at
+      // the top of the iteration measured 7 % slower at 256×8192; issued later, after the P
+      // barrier, they arrive late: +10 %, perf-notes v54).
       if (load_next) {
         if (bt == 0) copy_tile<0>(sm, next % T::kStages, next_src);
         if (bt == 2) copy_tile<1>(sm, next % T::kStages, next_src);
