@@ -370,6 +370,8 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 #pragma unroll
     for (int bt = 1; bt < T::kBatches; ++bt) {
       const KLoad x = next;
+      // The next batch's loads go out before the wait (after it, ptxas sinks each ldmatrix to a few
+      // instructions ahead of its first use: perf-notes v56).
       if (bt + 1 < T::kBatches) next = k_load(sm, bt * T::kBatch);
       if (bt >= 3) wgmma_wait<1>();  // batch bt − 2 retired: its registers are free
       s_batch(bt, x);
