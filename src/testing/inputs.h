@@ -66,12 +66,12 @@ struct HostInputs {
 // seed gives the same logical q and KV values whatever the paging (only placement differs).
 HostInputs make_inputs(const CaseSpec& spec, int threads = 0);
 
-// Ragged lengths for tests: includes 0, 1, 63, 64, 65, primes and 8191 when count allows.
 // Logits that climb through each request: every KV row of token n (of L) scaled by 2^(e·n/L), e =
 // max_exponent (request index 3, if any, falls instead: 2^(e − e·n/L)), exact in bf16 (normal values), then the
 // case's format quantized again from that source. Contiguous cases without spare rows or padding.
 void climb_kv(HostInputs* in, int max_exponent);
 
+// Ragged lengths for tests: includes 0, 1, 63, 64, 65, primes and 8191 when count allows.
 std::vector<std::int32_t> ragged_lengths(int batch, std::uint64_t seed, int max_len = 8191);
 
 }  // namespace mla::testing

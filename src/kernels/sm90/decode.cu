@@ -158,6 +158,11 @@ struct Decoder {
 __device__ __forceinline__ std::int64_t row_base_of(const DecodeParams& p, const WorkItem& w) {
   return KvRowMap(p, w).base();
 }
+// The decoder of a request whose row base is `base` (row_base_of).
+template <KvFormat F>
+__device__ __forceinline__ Decoder<F> decoder_at(const DecodeParams& p, std::int64_t base) {
+  return {p, KvRowMap(p, KvRowMap::KnownBase{}, base)};
+}
 __device__ __forceinline__ int tiles_of(const WorkItem& w) {
   return (w.kv_end - w.kv_begin + kTileTokens - 1) / kTileTokens;
 }
@@ -216,7 +221,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
     if (s < tiles_of(item)) {
-      Decoder<F>{p, KvRowMap(p, KvRowMap::KnownBase{}, base)}.load_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
+      decoder_at<F>(p, base).load_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
     }
     cp_async_commit();
   }
@@ -257,7 +262,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       const bool own = ahead < num_tiles;
       const bool load_next = own || (kWalk && k_next < next_tiles);
       if (kWalk && !own && load_next) issued |= 1u << k_next;
-      const Decoder<F> dec{p, KvRowMap(p, KvRowMap::KnownBase{}, !kWalk || own ? base : next_base)};
+      const Decoder<F> dec = decoder_at<F>(p, !kWalk || own ? base : next_base);
       typename Decoder<F>::Sources next_src{};
       if (load_next) {
         next_src = !kWalk || own ? dec.sources(item.kv_begin + ahead * kTile, item.kv_end)
@@ -433,8 +438,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
     for (int k = 0; k < T::kStages - 1; ++k) {
       if (k < next_tiles && !((issued >> k) & 1u)) {
-        Decoder<F>{p, KvRowMap(p, KvRowMap::KnownBase{}, base)}.load_tile(sm, (j + k) % T::kStages,
-                                                                          item.kv_begin + k * kTile, item.kv_end);
+        decoder_at<F>(p, base).load_tile(sm, (j + k) % T::kStages, item.kv_begin + k * kTile, item.kv_end);
         cp_async_commit();
         drain = true;
       }
