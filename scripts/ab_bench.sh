@@ -61,7 +61,7 @@ for n in ${AB_TEST_TREES:-${names[@]}}; do  # AB_TEST_TREES="A x": test only the
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]" "$out/gtest-$n.log" | head -20
   if [ -n "${AB_SANITIZE:-}" ]; then  # AB_SANITIZE=1: memcheck and racecheck of the small suite too
     for tool in memcheck racecheck; do
-      compute-sanitizer --tool "$tool" --error-exitcode 9 "$(build_dir "$n")/mla_gpu_tests" \
+      timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$(build_dir "$n")/mla_gpu_tests" \
         --gtest_filter='GpuSanitizer.*' >"$out/sanitizer-$tool-$n.log" 2>&1
       echo "$tool exit $?: $(tail -n 1 "$out/sanitizer-$tool-$n.log")"
     done
