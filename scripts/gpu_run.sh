@@ -45,7 +45,7 @@ fi
 step "compute-sanitizer"
 san_status="ok"
 for tool in memcheck racecheck; do
-  timeout 600 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/mla_gpu_tests --gtest_filter='GpuSanitizer.*' \
+  timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/mla_gpu_tests --gtest_filter='GpuSanitizer.*' \
     >"$out/sanitizer-$tool.log" 2>&1 || { san_status="FAILED"; status=1; }
   tail -3 "$out/sanitizer-$tool.log"
 done
