@@ -95,14 +95,16 @@ TEST(GpuDecode, UniformChallengeAndPeakedAllFormats) {
 }
 
 // Both ways of merging split rows: inside thread-block clusters of 2 (rows split in two: 64 or 128
-// rows of 1000 tokens, 512 + 488) and by the combine kernel (more pieces: 4 × 1024 in 16, 2 × 700 in
-// 11), checked against the reference with the plan's choice asserted.
+// rows of 1000 tokens, 512 + 488) and by the combine kernels (more pieces: 4 × 1024 in 16 and 2 × 700
+// in 11 by combine_few_kernel<1>, 4 × 4096 in 32 or 64 by combine_few_kernel<2> or <4>, 2 × 8192 in
+// 64 by combine_few_kernel<4> for bf16 and in 128 by combine_kernel otherwise), checked against the
+// reference with the plan's choice asserted.
 TEST(GpuDecode, SplitRowsMergedInClustersAndByTheCombine) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
     const int two_piece_rows = f == KvFormat::bf16 ? 64 : 128;  // one CTA per SM for bf16, two otherwise
-    for (auto [b, l, clustered] :
-         {std::tuple{two_piece_rows, 1000, true}, std::tuple{4, 1024, false}, std::tuple{2, 700, false}}) {
+    for (auto [b, l, clustered] : {std::tuple{two_piece_rows, 1000, true}, std::tuple{4, 1024, false},
+                                   std::tuple{2, 700, false}, std::tuple{4, 4096, false}, std::tuple{2, 8192, false}}) {
       CaseSpec spec = CaseSpec::uniform(b, l, f);
       spec.seed = 5 + b + l;
       GpuResult r;
@@ -388,6 +390,17 @@ TEST(GpuSanitizer, SmallSuite) {
     ASSERT_NO_FATAL_FAILURE(run_case(pairs, &r));
     EXPECT_TRUE(r.cmp.ok()) << pairs.name() << ": " << r.cmp.summary();
     EXPECT_EQ(r.plan.cluster_size, 2) << describe(r.plan);
+  }
+  // Every combine kernel (the small suite's splits go to combine_few_kernel<1>): rows in 32 pieces
+  // (combine_few_kernel<2>), 64 (<4>, with shared memory) and 256 (combine_kernel).
+  for (auto [b, l, f, pieces] : {std::tuple{4, 4096, KvFormat::bf16, 32}, std::tuple{2, 4096, KvFormat::fp8, 64},
+                                 std::tuple{1, 16384, KvFormat::fp8, 256}}) {
+    CaseSpec many = CaseSpec::uniform(b, l, f);
+    many.seed = 80;
+    GpuResult r;
+    ASSERT_NO_FATAL_FAILURE(run_case(many, &r));
+    EXPECT_TRUE(r.cmp.ok()) << many.name() << ": " << r.cmp.summary();
+    EXPECT_EQ(r.plan.max_request_partials, pieces) << describe(r.plan);
   }
   // bf16 CTAs walking several items each (more items than SMs), under the sanitizers too.
   CaseSpec walk;

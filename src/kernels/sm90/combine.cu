@@ -1,7 +1,16 @@
 // sm90 split combine: merges the fp32 partials of requests whose KV was split over several
-// work items, by LSE, through the shared SoftmaxState merge rule.
+// work items, by LSE, through the shared SoftmaxState merge rule. Two kernels:
 //
-// Grid: (q row, head, dim chunk) — CTAs of rows the decode kernel wrote directly return at once.
+// combine_few_kernel<G> (rows of at most 16·G pieces, G = 1, 2, 4): grid (q row, head), G groups of
+// one thread per 4 value dims. Group g's thread loads the LSEs of partials g, g + G, … (at most 16)
+// and its 4 dims of them, all at once (one round trip to L2), and forms in registers the group's
+// state — m = the largest LSE, l = Σ exp(LSE − m): SoftmaxState's definition with every partial's
+// l = 1, what a chain of merge() calls gives — and Σ exp(LSE − m) · partial. With G = 1 that is the
+// row (no shared memory, no barrier); else group 0 merges the other groups' states in group order
+// through shared memory and SoftmaxState::merge (one barrier).
+//
+// combine_kernel (longer splits): grid (q row, head, dim chunk) — CTAs of rows the decode kernel
+// wrote directly return at once.
 // A CTA owns kValueDim / C value dims (C = 1, 2 or 4 chunks: more CTAs where few rows would leave
 // most SMs idle) as L = 128 / C dim lanes of 4 dims × G partial groups (G from the longest split:
 // more loads in flight where few CTAs stream many partials). The CTA first merges the partial LSEs
@@ -28,6 +37,70 @@ constexpr int kMaxThreads = 512;
 constexpr int kMaxWarps = kMaxThreads / 32;
 constexpr int kUnroll = 8;         // partial loads in flight per thread
 constexpr int kWeightChunk = 256;  // partial weights held in shared memory at a time
+
+constexpr int kFewPerThread = 16;  // partials one thread of combine_few_kernel loads at once
+constexpr int kFewMaxGroups = 4;   // combine_few_kernel takes rows of up to 16 · 4 pieces
+
+template <int kGroups>
+__global__ void __launch_bounds__(kLanes* kGroups) combine_few_kernel(const __grid_constant__ CombineParams p) {
+  const int b = blockIdx.x, h = blockIdx.y;  // b: q row (virtual request)
+  const RequestSplit split = p.splits[b];    // written by plan(), not by the decode grid
+  if (split.num_partials == 0) return;
+  // Launched early (programmatic dependent launch): wait for the decode grid's partials.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  const int n = split.num_partials, lane = int(threadIdx.x) % kLanes, grp = int(threadIdx.x) / kLanes;
+  const int dim = 4 * lane;
+  const float* lse_of = p.partial_lse + std::int64_t(split.first_partial) * kNumHeads + h;  // stride kNumHeads
+  const float* o_of = p.partial_o + (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + dim;
+  // Group grp: partials grp, grp + G, … — all of its loads in flight at once.
+  float lse[kFewPerThread];
+  float4 v[kFewPerThread];
+#pragma unroll
+  for (int i = 0; i < kFewPerThread; ++i) {
+    const int j = grp + kGroups * i;
+    lse[i] = j < n ? lse_of[j * kNumHeads] : -INFINITY;
+    v[i] = j < n ? *reinterpret_cast<const float4*>(o_of + std::int64_t(j) * kNumHeads * kValueDim)
+                 : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  // The group's state (m = its largest LSE, l = Σ exp(LSE − m)) and Σ exp(LSE − m) · partial.
+  float m = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kFewPerThread; ++i) m = fmaxf(m, lse[i]);
+  SoftmaxState<float> st = SoftmaxState<float>::empty();
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (m != -INFINITY) {
+    st = {m, 0.f};
+#pragma unroll
+    for (int i = 0; i < kFewPerThread; ++i) {
+      const float e = SoftmaxState<float>::exp(lse[i] - m);  // 0 for an empty partial or past n
+      st.add(e);
+      acc.x += e * v[i].x, acc.y += e * v[i].y, acc.z += e * v[i].z, acc.w += e * v[i].w;
+    }
+  }
+  if constexpr (kGroups > 1) {  // group 0 merges the others' states and sums in group order
+    __shared__ float4 group_acc[kGroups - 1][kLanes];
+    __shared__ SoftmaxState<float> group_st[kGroups - 1];
+    if (grp > 0) {
+      group_acc[grp - 1][lane] = acc;
+      if (lane == 0) group_st[grp - 1] = st;
+    }
+    __syncthreads();
+    if (grp > 0) return;
+#pragma unroll
+    for (int g = 0; g < kGroups - 1; ++g) {
+      float wa, wb;
+      st = SoftmaxState<float>::merge(st, group_st[g], &wa, &wb);
+      const float4 x = group_acc[g][lane];
+      acc.x = wa * acc.x + wb * x.x, acc.y = wa * acc.y + wb * x.y;
+      acc.z = wa * acc.z + wb * x.z, acc.w = wa * acc.w + wb * x.w;
+    }
+  }
+  const float inv = st.inv_l();
+  std::uint16_t* out = p.out + (std::int64_t(b) * kNumHeads + h) * kValueDim + dim;
+  *reinterpret_cast<uint2*>(out) =
+      make_uint2(bf16x2_bits(acc.x * inv, acc.y * inv), bf16x2_bits(acc.z * inv, acc.w * inv));
+  if (p.lse != nullptr && threadIdx.x == 0) p.lse[std::int64_t(b) * kNumHeads + h] = st.lse();
+}
 
 __device__ __forceinline__ SoftmaxState<float> merge(const SoftmaxState<float>& a, const SoftmaxState<float>& b) {
   float wa, wb;
@@ -120,6 +193,26 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_const
 cudaError_t launch_combine(const CombineParams& p, int max_partials, int sms, cudaStream_t stream) {
   // Programmatic dependent launch: the grid may start while the decode grid still runs.
   cudaLaunchConfig_t cfg{};
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  if (max_partials <= kFewPerThread * kFewMaxGroups) {
+    const int groups = max_partials <= kFewPerThread ? 1 : (max_partials <= 2 * kFewPerThread ? 2 : 4);
+    static_assert(kFewMaxGroups == 4, "groups: 1, 2 or 4");
+    cfg.gridDim = dim3(p.rows, kNumHeads);
+    cfg.blockDim = dim3(kLanes * groups);
+    switch (groups) {
+      case 1:
+        return cudaLaunchKernelEx(&cfg, combine_few_kernel<1>, p);
+      case 2:
+        return cudaLaunchKernelEx(&cfg, combine_few_kernel<2>, p);
+      default:
+        return cudaLaunchKernelEx(&cfg, combine_few_kernel<4>, p);
+    }
+  }
   // Dim chunks: up to 4 while (rows × heads) CTAs would not give every SM two.
   int chunks = 1;
   while (chunks < kMaxChunks && p.rows * kNumHeads * chunks < 2 * sms) chunks *= 2;
@@ -127,12 +220,6 @@ cudaError_t launch_combine(const CombineParams& p, int max_partials, int sms, cu
   // One group per 16 partials (two rounds of 8 loads in flight) per 128 dim lanes, at most 512 threads.
   const int lanes = kLanes / chunks;
   cfg.blockDim = dim3(lanes * std::clamp(chunks * ((max_partials + 15) / 16), 1, kMaxThreads / lanes));
-  cfg.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
   return cudaLaunchKernelEx(&cfg, combine_kernel, p);
 }
 
