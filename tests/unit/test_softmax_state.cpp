@@ -90,5 +90,56 @@ TEST(SoftmaxState, WeightOfIsTheClosedFormOfMergingPartials) {
   EXPECT_EQ(State::empty().weight_of(1.0), 0.0);
 }
 
+// combine_few_kernel's closed form (combine.cu): a group holding its partials' LSEs at once starts
+// from the largest, {m, 0}, adds exp(x − m) per partial, and normalises its Σ exp(x − m)·O_x by
+// inv_l(); groups meet through merge(). Same state and weights as chaining merge(…, from_lse(x)),
+// with empty partials (−inf) and all-empty rows included.
+TEST(SoftmaxState, ClosedFormOfHeldPartialsMatchesTheMergeChain) {
+  const auto closed = [](const std::vector<double>& lses) {
+    double m = -INFINITY;
+    for (double x : lses) m = std::max(m, x);
+    State st = State::empty();
+    if (m != -INFINITY) {
+      st = {m, 0.0};
+      for (double x : lses) st.add(State::exp(x - m));
+    }
+    return st;
+  };
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> n(0.0, 20.0);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<double> lses(1 + trial % 64);
+    for (double& x : lses) x = trial % 5 == 0 ? -INFINITY : (rng() % 4 == 0 ? -INFINITY : n(rng));
+    State chain = State::empty();
+    for (double x : lses) {
+      double wa, wb;
+      chain = State::merge(chain, State::from_lse(x), &wa, &wb);
+    }
+    // One group, and the same partials in G strided groups merged in group order.
+    const State one = closed(lses);
+    for (int groups : {1, 2, 4}) {
+      State merged = State::empty();
+      for (int g = 0; g < groups; ++g) {
+        std::vector<double> mine;
+        for (std::size_t j = std::size_t(g); j < lses.size(); j += std::size_t(groups)) mine.push_back(lses[j]);
+        double wa, wb;
+        merged = State::merge(merged, closed(mine), &wa, &wb);
+      }
+      ASSERT_EQ(merged.is_empty(), chain.is_empty()) << "trial " << trial;
+      if (chain.is_empty()) continue;
+      EXPECT_NEAR(merged.lse(), chain.lse(), 1e-12) << "trial " << trial << " groups " << groups;
+    }
+    ASSERT_EQ(one.is_empty(), chain.is_empty());
+    if (chain.is_empty()) {
+      EXPECT_EQ(one.inv_l(), 0.0);  // the output of an all-empty row is zeros
+      continue;
+    }
+    for (double x : lses) {
+      const double w = State::exp(x - one.m) * one.inv_l();  // exp(−inf) = 0: an empty partial
+      EXPECT_NEAR(w, chain.weight_of(x), 1e-12) << "trial " << trial;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mla
