@@ -211,6 +211,110 @@ std::int64_t HostInputs::kv_bytes_read() const {
   return total * per_row;
 }
 
+// The cache in the case's format from in->kv_bf16 (rows of `logical_of`: kSpare rows get the NaN
+// pattern of their format; with `poison`, the MXFP4 scale padding columns too), row blocks in
+// parallel, bit-identical to quantizing the whole tensor at once.
+static void encode_kv(HostInputs* in, const std::vector<std::int64_t>& logical_of, bool poison, int threads) {
+  const std::int64_t rows = in->kv_rows;
+  const std::int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  switch (in->spec.format) {
+    case KvFormat::bf16: {
+      in->kv_data.resize(std::size_t(rows * kHeadDim * 2));
+      parallel_for(blocks, threads, [&](std::int64_t blk) {
+        const std::int64_t begin = blk * kRowsPerBlock, end = std::min(rows, begin + kRowsPerBlock);
+        std::memcpy(in->kv_data.data() + begin * kHeadDim * 2, in->kv_bf16.data() + begin * kHeadDim,
+                    std::size_t((end - begin) * kHeadDim * 2));
+      });
+      break;
+    }
+    case KvFormat::fp8: {
+      // One scale over every row that holds data. quantize_fp8 is elementwise once the scale is
+      // known, and the scale depends only on amax: quantizing each block with the tensor's amax
+      // element prepended gives exactly the bytes of one call over the whole tensor.
+      std::vector<std::uint16_t> block_amax(std::size_t(blocks), 0);
+      parallel_for(blocks, threads, [&](std::int64_t blk) {
+        const std::int64_t end = std::min(rows, (blk + 1) * kRowsPerBlock);
+        std::uint16_t m = 0;
+        for (std::int64_t r = blk * kRowsPerBlock; r < end; ++r) {
+          if (logical_of[std::size_t(r)] == kSpare) continue;
+          const std::uint16_t* src = in->kv_bf16.data() + r * kHeadDim;
+          for (int d = 0; d < kHeadDim; ++d) m = std::max<std::uint16_t>(m, src[d] & 0x7FFFu);
+        }
+        block_amax[std::size_t(blk)] = m;
+      });
+      const std::uint16_t amax = *std::max_element(block_amax.begin(), block_amax.end());
+      in->kv_data.resize(std::size_t(rows * kHeadDim));
+      std::vector<float> block_scale(std::size_t(blocks), 0.0f);
+      parallel_for(blocks, threads, [&](std::int64_t blk) {
+        const std::int64_t begin = blk * kRowsPerBlock, end = std::min(rows, begin + kRowsPerBlock);
+        std::vector<std::uint16_t> tmp(std::size_t(1 + (end - begin) * kHeadDim));
+        tmp[0] = amax;
+        for (std::int64_t r = begin; r < end; ++r) {
+          std::uint16_t* dst = tmp.data() + 1 + (r - begin) * kHeadDim;
+          if (logical_of[std::size_t(r)] == kSpare) {
+            std::fill(dst, dst + kHeadDim, std::uint16_t(0));
+          } else {
+            std::memcpy(dst, in->kv_bf16.data() + r * kHeadDim, kHeadDim * 2);
+          }
+        }
+        const Fp8Quantized qz = quantize_fp8(tmp);
+        block_scale[std::size_t(blk)] = qz.scale;
+        std::uint8_t* out = in->kv_data.data() + begin * kHeadDim;
+        std::memcpy(out, qz.bytes.data() + 1, std::size_t((end - begin) * kHeadDim));
+        for (std::int64_t r = begin; r < end; ++r) {
+          if (logical_of[std::size_t(r)] == kSpare) std::memset(out + (r - begin) * kHeadDim, 0xFF, kHeadDim);
+        }
+      });
+      in->fp8_scale = block_scale[0];
+      for (float s : block_scale) {
+        if (s != in->fp8_scale) throw std::logic_error("make_inputs: fp8 block scales differ");
+      }
+      break;
+    }
+    case KvFormat::mxfp4: {
+      const std::int64_t stride = in->spec.scale_stride;
+      constexpr std::int64_t kData = kHeadDim / 2;
+      in->kv_data.resize(std::size_t(rows * kData));
+      in->kv_scales.resize(std::size_t(rows * stride));
+      std::atomic<bool> failed{false};
+      std::string failure;
+      parallel_for(blocks, threads, [&](std::int64_t blk) {
+        const std::int64_t begin = blk * kRowsPerBlock, end = std::min(rows, begin + kRowsPerBlock);
+        const std::int64_t n = end - begin;
+        std::vector<std::uint16_t> tmp(std::size_t(n * kHeadDim));
+        for (std::int64_t r = begin; r < end; ++r) {
+          std::uint16_t* dst = tmp.data() + (r - begin) * kHeadDim;
+          if (logical_of[std::size_t(r)] == kSpare) {
+            std::fill(dst, dst + kHeadDim, std::uint16_t(0));
+          } else {
+            std::memcpy(dst, in->kv_bf16.data() + r * kHeadDim, kHeadDim * 2);
+          }
+        }
+        Mxfp4Quantized qz;
+        const Status s = quantize_mxfp4(tmp, n, in->spec.rounding, stride, &qz);
+        if (!s.ok() || qz.data.size() != std::size_t(n * kData) || qz.scales.size() != std::size_t(n * stride)) {
+          if (!failed.exchange(true)) failure = s.ok() ? "unexpected output size" : s.message;
+          return;
+        }
+        std::uint8_t* data = in->kv_data.data() + begin * kData;
+        std::uint8_t* scales = in->kv_scales.data() + begin * stride;
+        std::memcpy(data, qz.data.data(), qz.data.size());
+        std::memcpy(scales, qz.scales.data(), qz.scales.size());
+        for (std::int64_t r = 0; r < n; ++r) {
+          if (logical_of[std::size_t(begin + r)] == kSpare) {
+            std::memset(data + r * kData, 0xFF, kData);
+            std::memset(scales + r * stride, 0xFF, std::size_t(stride));
+          } else if (poison && stride > kMxfp4ScalesPerRow) {
+            std::memset(scales + r * stride + kMxfp4ScalesPerRow, 0xFF, std::size_t(stride - kMxfp4ScalesPerRow));
+          }
+        }
+      });
+      if (failed) throw std::runtime_error("make_inputs: quantize_mxfp4 failed: " + failure);
+      break;
+    }
+  }
+}
+
 HostInputs make_inputs(const CaseSpec& spec, int threads) {
   threads = resolve_threads(threads);
   const int batch = int(spec.kv_lens.size());
@@ -335,102 +439,7 @@ HostInputs make_inputs(const CaseSpec& spec, int threads) {
     }
   });
 
-  switch (spec.format) {
-    case KvFormat::bf16: {
-      in.kv_data.resize(std::size_t(rows * kHeadDim * 2));
-      parallel_for(blocks, threads, [&](std::int64_t blk) {
-        const std::int64_t begin = blk * kRowsPerBlock, end = std::min(rows, begin + kRowsPerBlock);
-        std::memcpy(in.kv_data.data() + begin * kHeadDim * 2, in.kv_bf16.data() + begin * kHeadDim,
-                    std::size_t((end - begin) * kHeadDim * 2));
-      });
-      break;
-    }
-    case KvFormat::fp8: {
-      // One scale over every row that holds data. quantize_fp8 is elementwise once the scale is
-      // known, and the scale depends only on amax: quantizing each block with the tensor's amax
-      // element prepended gives exactly the bytes of one call over the whole tensor.
-      std::vector<std::uint16_t> block_amax(std::size_t(blocks), 0);
-      parallel_for(blocks, threads, [&](std::int64_t blk) {
-        const std::int64_t end = std::min(rows, (blk + 1) * kRowsPerBlock);
-        std::uint16_t m = 0;
-        for (std::int64_t r = blk * kRowsPerBlock; r < end; ++r) {
-          if (logical_of[std::size_t(r)] == kSpare) continue;
-          const std::uint16_t* src = in.kv_bf16.data() + r * kHeadDim;
-          for (int d = 0; d < kHeadDim; ++d) m = std::max<std::uint16_t>(m, src[d] & 0x7FFFu);
-        }
-        block_amax[std::size_t(blk)] = m;
-      });
-      const std::uint16_t amax = *std::max_element(block_amax.begin(), block_amax.end());
-      in.kv_data.resize(std::size_t(rows * kHeadDim));
-      std::vector<float> block_scale(std::size_t(blocks), 0.0f);
-      parallel_for(blocks, threads, [&](std::int64_t blk) {
-        const std::int64_t begin = blk * kRowsPerBlock, end = std::min(rows, begin + kRowsPerBlock);
-        std::vector<std::uint16_t> tmp(std::size_t(1 + (end - begin) * kHeadDim));
-        tmp[0] = amax;
-        for (std::int64_t r = begin; r < end; ++r) {
-          std::uint16_t* dst = tmp.data() + 1 + (r - begin) * kHeadDim;
-          if (logical_of[std::size_t(r)] == kSpare) {
-            std::fill(dst, dst + kHeadDim, std::uint16_t(0));
-          } else {
-            std::memcpy(dst, in.kv_bf16.data() + r * kHeadDim, kHeadDim * 2);
-          }
-        }
-        const Fp8Quantized qz = quantize_fp8(tmp);
-        block_scale[std::size_t(blk)] = qz.scale;
-        std::uint8_t* out = in.kv_data.data() + begin * kHeadDim;
-        std::memcpy(out, qz.bytes.data() + 1, std::size_t((end - begin) * kHeadDim));
-        for (std::int64_t r = begin; r < end; ++r) {
-          if (logical_of[std::size_t(r)] == kSpare) std::memset(out + (r - begin) * kHeadDim, 0xFF, kHeadDim);
-        }
-      });
-      in.fp8_scale = block_scale[0];
-      for (float s : block_scale) {
-        if (s != in.fp8_scale) throw std::logic_error("make_inputs: fp8 block scales differ");
-      }
-      break;
-    }
-    case KvFormat::mxfp4: {
-      const std::int64_t stride = spec.scale_stride;
-      constexpr std::int64_t kData = kHeadDim / 2;
-      in.kv_data.resize(std::size_t(rows * kData));
-      in.kv_scales.resize(std::size_t(rows * stride));
-      std::atomic<bool> failed{false};
-      std::string failure;
-      parallel_for(blocks, threads, [&](std::int64_t blk) {
-        const std::int64_t begin = blk * kRowsPerBlock, end = std::min(rows, begin + kRowsPerBlock);
-        const std::int64_t n = end - begin;
-        std::vector<std::uint16_t> tmp(std::size_t(n * kHeadDim));
-        for (std::int64_t r = begin; r < end; ++r) {
-          std::uint16_t* dst = tmp.data() + (r - begin) * kHeadDim;
-          if (logical_of[std::size_t(r)] == kSpare) {
-            std::fill(dst, dst + kHeadDim, std::uint16_t(0));
-          } else {
-            std::memcpy(dst, in.kv_bf16.data() + r * kHeadDim, kHeadDim * 2);
-          }
-        }
-        Mxfp4Quantized qz;
-        const Status s = quantize_mxfp4(tmp, n, spec.rounding, stride, &qz);
-        if (!s.ok() || qz.data.size() != std::size_t(n * kData) || qz.scales.size() != std::size_t(n * stride)) {
-          if (!failed.exchange(true)) failure = s.ok() ? "unexpected output size" : s.message;
-          return;
-        }
-        std::uint8_t* data = in.kv_data.data() + begin * kData;
-        std::uint8_t* scales = in.kv_scales.data() + begin * stride;
-        std::memcpy(data, qz.data.data(), qz.data.size());
-        std::memcpy(scales, qz.scales.data(), qz.scales.size());
-        for (std::int64_t r = 0; r < n; ++r) {
-          if (logical_of[std::size_t(begin + r)] == kSpare) {
-            std::memset(data + r * kData, 0xFF, kData);
-            std::memset(scales + r * stride, 0xFF, std::size_t(stride));
-          } else if (poison && stride > kMxfp4ScalesPerRow) {
-            std::memset(scales + r * stride + kMxfp4ScalesPerRow, 0xFF, std::size_t(stride - kMxfp4ScalesPerRow));
-          }
-        }
-      });
-      if (failed) throw std::runtime_error("make_inputs: quantize_mxfp4 failed: " + failure);
-      break;
-    }
-  }
+  encode_kv(&in, logical_of, poison, threads);
   // Padded rows: the dense rows spread to the row stride, the padding 0xFF.
   const std::int64_t row_bytes = kv_row_bytes(spec.format);
   in.kv_row_stride = row_bytes + spec.row_padding;
@@ -475,25 +484,10 @@ void climb_kv(HostInputs* in, int max_exponent) {
       }
     }
   }
-  switch (spec.format) {
-    case KvFormat::bf16:
-      std::memcpy(in->kv_data.data(), in->kv_bf16.data(), in->kv_data.size());
-      break;
-    case KvFormat::fp8: {
-      const Fp8Quantized qz = quantize_fp8(in->kv_bf16);
-      in->kv_data = qz.bytes;
-      in->fp8_scale = qz.scale;
-      break;
-    }
-    case KvFormat::mxfp4: {
-      Mxfp4Quantized qz;
-      const Status s = quantize_mxfp4(in->kv_bf16, in->kv_rows, spec.rounding, spec.scale_stride, &qz);
-      if (!s.ok()) throw std::runtime_error("climb_kv: quantize_mxfp4 failed: " + s.message);
-      in->kv_data = qz.data;
-      in->kv_scales = qz.scales;
-      break;
-    }
-  }
+  // Contiguous, no spare rows: every row holds a token.
+  std::vector<std::int64_t> logical_of(std::size_t(in->kv_rows));
+  std::iota(logical_of.begin(), logical_of.end(), std::int64_t(0));
+  encode_kv(in, logical_of, false, resolve_threads(0));
 }
 
 }  // namespace mla::testing

@@ -108,27 +108,32 @@ TEST(Inputs, Distributions) {
   EXPECT_NEAR(std_of(logits), 3.0, 0.3);
 }
 
+// make_inputs quantizes in row blocks, in parallel; climb_kv re-encodes its rescaled source the same
+// way. Both must give the bytes of one whole-tensor call.
 TEST(Inputs, QuantizedCachesMatchWholeTensorQuantizers) {
   for (KvFormat f : {KvFormat::fp8, KvFormat::mxfp4}) {
     for (std::int64_t stride : {18, 24}) {
       if (f == KvFormat::fp8 && stride == 24) continue;
-      CaseSpec spec = CaseSpec::uniform(3, 300, f);  // several 256-row generator blocks
+      CaseSpec spec = CaseSpec::uniform(4, 300, f);  // several 256-row generator blocks
       spec.scale_stride = stride;
       spec.dist = Distribution::peaked;
-      const HostInputs in = make_inputs(spec);
-      SCOPED_TRACE(spec.name());
-      ASSERT_EQ(in.kv_rows, 900);
-      ASSERT_EQ(in.kv_bf16.size(), std::size_t(900 * kHeadDim));
-      if (f == KvFormat::fp8) {
-        const Fp8Quantized whole = quantize_fp8(in.kv_bf16);
-        EXPECT_EQ(in.kv_data, whole.bytes);
-        EXPECT_EQ(in.fp8_scale, whole.scale);
-        EXPECT_GT(in.fp8_scale, 0.0f);
-      } else {
-        Mxfp4Quantized whole;
-        ASSERT_TRUE(quantize_mxfp4(in.kv_bf16, in.kv_rows, Mxfp4Rounding::rne, stride, &whole).ok());
-        EXPECT_EQ(in.kv_data, whole.data);
-        EXPECT_EQ(in.kv_scales, whole.scales);
+      HostInputs in = make_inputs(spec);
+      for (bool climbed : {false, true}) {
+        if (climbed) climb_kv(&in, 16);
+        SCOPED_TRACE(spec.name() + (climbed ? " climbed" : ""));
+        ASSERT_EQ(in.kv_rows, 1200);
+        ASSERT_EQ(in.kv_bf16.size(), std::size_t(1200 * kHeadDim));
+        if (f == KvFormat::fp8) {
+          const Fp8Quantized whole = quantize_fp8(in.kv_bf16);
+          EXPECT_EQ(in.kv_data, whole.bytes);
+          EXPECT_EQ(in.fp8_scale, whole.scale);
+          EXPECT_GT(in.fp8_scale, 0.0f);
+        } else {
+          Mxfp4Quantized whole;
+          ASSERT_TRUE(quantize_mxfp4(in.kv_bf16, in.kv_rows, Mxfp4Rounding::rne, stride, &whole).ok());
+          EXPECT_EQ(in.kv_data, whole.data);
+          EXPECT_EQ(in.kv_scales, whole.scales);
+        }
       }
     }
   }
