@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <utility>
@@ -16,6 +17,26 @@ namespace mla::tools {
 struct UsageError {
   std::string message;
 };
+
+// The start every subcommand shares: parse(argc, argv) into its Options (which have a `help` flag).
+// Returns the exit status when the command is done already — 2 after printing "mla <cmd>:
+// <message>" for a UsageError, 0 after printing `help_text` for --help — and nothing when it
+// should go on.
+template <class Options, class Parse>
+std::optional<int> parse_command(const char* cmd, const char* help_text, int argc, char** argv, Parse parse,
+                                 Options* o) {
+  try {
+    *o = parse(argc, argv);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "mla %s: %s\n", cmd, e.message.c_str());
+    return 2;
+  }
+  if (o->help) {
+    std::fputs(help_text, stdout);
+    return 0;
+  }
+  return std::nullopt;
+}
 
 // Iterates argv[first..argc) as "--name value" or "--name=value" options.
 class Args {

@@ -332,16 +332,7 @@ void write_json(const std::string& path, const Options& o, Backend backend, cons
 
 int cmd_bench(int argc, char** argv) {
   Options o;
-  try {
-    o = parse(argc, argv);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "mla bench: %s\n", e.message.c_str());
-    return 2;
-  }
-  if (o.help) {
-    std::fputs(kBenchHelp, stdout);
-    return 0;
-  }
+  if (const std::optional<int> done = parse_command("bench", kBenchHelp, argc, argv, parse, &o)) return *done;
   Backend backend = Backend::cpu;
   testing::GpuInfo gpu;
   std::unique_ptr<testing::GpuTimer> timer;

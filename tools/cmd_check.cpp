@@ -162,16 +162,7 @@ std::vector<CheckCase> build_sweep(const Options& o, Backend backend, const std:
 
 int cmd_check(int argc, char** argv) {
   Options o;
-  try {
-    o = parse(argc, argv);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "mla check: %s\n", e.message.c_str());
-    return 2;
-  }
-  if (o.help) {
-    std::fputs(kCheckHelp, stdout);
-    return 0;
-  }
+  if (const std::optional<int> done = parse_command("check", kCheckHelp, argc, argv, parse, &o)) return *done;
   Backend backend = Backend::cpu;
   testing::GpuInfo info;
   std::unique_ptr<testing::GpuTimer> gpu;  // supplies the stream

@@ -307,16 +307,7 @@ int run_quantize(const Options& o) {
 
 int cmd_quantize(int argc, char** argv) {
   Options o;
-  try {
-    o = parse(argc, argv);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "mla quantize: %s\n", e.message.c_str());
-    return 2;
-  }
-  if (o.help) {
-    std::fputs(kQuantizeHelp, stdout);
-    return 0;
-  }
+  if (const std::optional<int> done = parse_command("quantize", kQuantizeHelp, argc, argv, parse, &o)) return *done;
   try {
     return run_quantize(o);
   } catch (const IoError& e) {
