@@ -211,10 +211,13 @@ std::int64_t HostInputs::kv_bytes_read() const {
   return total * per_row;
 }
 
-// The cache in the case's format from in->kv_bf16 (rows of `logical_of`: kSpare rows get the NaN
-// pattern of their format; with `poison`, the MXFP4 scale padding columns too), row blocks in
-// parallel, bit-identical to quantizing the whole tensor at once.
-static void encode_kv(HostInputs* in, const std::vector<std::int64_t>& logical_of, bool poison, int threads) {
+namespace {
+
+// The cache in the case's format from in->kv_bf16, row blocks in parallel, bit-identical to
+// quantizing the whole tensor at once. Rows for which spare(r) holds get the NaN pattern of their
+// format and stay out of the fp8 scale; with `poison`, so do the MXFP4 scale padding columns.
+template <class Spare>
+void encode_kv(HostInputs* in, Spare spare, bool poison, int threads) {
   const std::int64_t rows = in->kv_rows;
   const std::int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   switch (in->spec.format) {
@@ -236,7 +239,7 @@ static void encode_kv(HostInputs* in, const std::vector<std::int64_t>& logical_o
         const std::int64_t end = std::min(rows, (blk + 1) * kRowsPerBlock);
         std::uint16_t m = 0;
         for (std::int64_t r = blk * kRowsPerBlock; r < end; ++r) {
-          if (logical_of[std::size_t(r)] == kSpare) continue;
+          if (spare(r)) continue;
           const std::uint16_t* src = in->kv_bf16.data() + r * kHeadDim;
           for (int d = 0; d < kHeadDim; ++d) m = std::max<std::uint16_t>(m, src[d] & 0x7FFFu);
         }
@@ -251,7 +254,7 @@ static void encode_kv(HostInputs* in, const std::vector<std::int64_t>& logical_o
         tmp[0] = amax;
         for (std::int64_t r = begin; r < end; ++r) {
           std::uint16_t* dst = tmp.data() + 1 + (r - begin) * kHeadDim;
-          if (logical_of[std::size_t(r)] == kSpare) {
+          if (spare(r)) {
             std::fill(dst, dst + kHeadDim, std::uint16_t(0));
           } else {
             std::memcpy(dst, in->kv_bf16.data() + r * kHeadDim, kHeadDim * 2);
@@ -262,12 +265,12 @@ static void encode_kv(HostInputs* in, const std::vector<std::int64_t>& logical_o
         std::uint8_t* out = in->kv_data.data() + begin * kHeadDim;
         std::memcpy(out, qz.bytes.data() + 1, std::size_t((end - begin) * kHeadDim));
         for (std::int64_t r = begin; r < end; ++r) {
-          if (logical_of[std::size_t(r)] == kSpare) std::memset(out + (r - begin) * kHeadDim, 0xFF, kHeadDim);
+          if (spare(r)) std::memset(out + (r - begin) * kHeadDim, 0xFF, kHeadDim);
         }
       });
       in->fp8_scale = block_scale[0];
       for (float s : block_scale) {
-        if (s != in->fp8_scale) throw std::logic_error("make_inputs: fp8 block scales differ");
+        if (s != in->fp8_scale) throw std::logic_error("encode_kv: fp8 block scales differ");
       }
       break;
     }
@@ -284,7 +287,7 @@ static void encode_kv(HostInputs* in, const std::vector<std::int64_t>& logical_o
         std::vector<std::uint16_t> tmp(std::size_t(n * kHeadDim));
         for (std::int64_t r = begin; r < end; ++r) {
           std::uint16_t* dst = tmp.data() + (r - begin) * kHeadDim;
-          if (logical_of[std::size_t(r)] == kSpare) {
+          if (spare(r)) {
             std::fill(dst, dst + kHeadDim, std::uint16_t(0));
           } else {
             std::memcpy(dst, in->kv_bf16.data() + r * kHeadDim, kHeadDim * 2);
@@ -301,7 +304,7 @@ static void encode_kv(HostInputs* in, const std::vector<std::int64_t>& logical_o
         std::memcpy(data, qz.data.data(), qz.data.size());
         std::memcpy(scales, qz.scales.data(), qz.scales.size());
         for (std::int64_t r = 0; r < n; ++r) {
-          if (logical_of[std::size_t(begin + r)] == kSpare) {
+          if (spare(begin + r)) {
             std::memset(data + r * kData, 0xFF, kData);
             std::memset(scales + r * stride, 0xFF, std::size_t(stride));
           } else if (poison && stride > kMxfp4ScalesPerRow) {
@@ -309,11 +312,13 @@ static void encode_kv(HostInputs* in, const std::vector<std::int64_t>& logical_o
           }
         }
       });
-      if (failed) throw std::runtime_error("make_inputs: quantize_mxfp4 failed: " + failure);
+      if (failed) throw std::runtime_error("encode_kv: quantize_mxfp4 failed: " + failure);
       break;
     }
   }
 }
+
+}  // namespace
 
 HostInputs make_inputs(const CaseSpec& spec, int threads) {
   threads = resolve_threads(threads);
@@ -439,7 +444,8 @@ HostInputs make_inputs(const CaseSpec& spec, int threads) {
     }
   });
 
-  encode_kv(&in, logical_of, poison, threads);
+  encode_kv(
+      &in, [&](std::int64_t r) { return logical_of[std::size_t(r)] == kSpare; }, poison, threads);
   // Padded rows: the dense rows spread to the row stride, the padding 0xFF.
   const std::int64_t row_bytes = kv_row_bytes(spec.format);
   in.kv_row_stride = row_bytes + spec.row_padding;
@@ -484,10 +490,18 @@ void climb_kv(HostInputs* in, int max_exponent) {
       }
     }
   }
-  // Contiguous, no spare rows: every row holds a token.
-  std::vector<std::int64_t> logical_of(std::size_t(in->kv_rows));
-  std::iota(logical_of.begin(), logical_of.end(), std::int64_t(0));
-  encode_kv(in, logical_of, false, resolve_threads(0));
+  encode_kv(
+      in, [](std::int64_t) { return false; }, false, resolve_threads(0));  // no spare rows
+}
+
+HostInputs climbing_inputs(KvFormat format) {
+  CaseSpec spec;
+  spec.kv_lens = {4096, 3000, 700, 1500};
+  spec.format = format;
+  spec.seed = 123;
+  HostInputs in = make_inputs(spec);
+  climb_kv(&in, 16);
+  return in;
 }
 
 }  // namespace mla::testing

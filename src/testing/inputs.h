@@ -70,6 +70,10 @@ HostInputs make_inputs(const CaseSpec& spec, int threads = 0);
 // max_exponent (request index 3, if any, falls instead: 2^(e − e·n/L)), exact in bf16 (normal values), then the
 // case's format quantized again from that source. Contiguous cases without spare rows or padding.
 void climb_kv(HostInputs* in, int max_exponent);
+// The climbing-logits case both backends' tests run: four requests (4096, 3000, 700, 1500 tokens;
+// the last one's logits fall), seed 123, climbed by 2^16 (LSEs within fp32's reach of the 1e-4
+// bound).
+HostInputs climbing_inputs(KvFormat format);
 
 // Ragged lengths for tests: includes 0, 1, 63, 64, 65, primes and 8191 when count allows.
 std::vector<std::int32_t> ragged_lengths(int batch, std::uint64_t seed, int max_len = 8191);

@@ -266,13 +266,8 @@ TEST(GpuDecode, Mxfp4WideScaleSpread) {
 TEST(GpuDecode, ClimbingLogitsMoveTheRunningMax) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
-    CaseSpec spec;
-    spec.kv_lens = {4096, 3000, 700, 1500};
-    spec.format = f;
-    spec.seed = 123;
-    HostInputs in = make_inputs(spec);
-    climb_kv(&in, 16);
-    expect_correct_inputs(in, spec.name() + " climbing logits");
+    const HostInputs in = climbing_inputs(f);
+    expect_correct_inputs(in, in.spec.name() + " climbing logits");
   }
 }
 

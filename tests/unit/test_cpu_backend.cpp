@@ -90,15 +90,7 @@ TEST(CpuBackend, UniformAllFormatsBothDistributions) {
 // The inputs of the GPU test of a climbing running max, on the CPU backend (checks the inputs too:
 // their LSEs stay small enough for the 1e-4 bound in fp32).
 TEST(CpuBackend, ClimbingLogits) {
-  for (KvFormat f : kFormats) {
-    CaseSpec spec;
-    spec.kv_lens = {4096, 3000, 700, 1500};
-    spec.format = f;
-    spec.seed = 123;
-    HostInputs in = testing::make_inputs(spec);
-    testing::climb_kv(&in, 16);
-    check_inputs(in);
-  }
+  for (KvFormat f : kFormats) check_inputs(testing::climbing_inputs(f));
 }
 
 TEST(CpuBackend, RaggedWithSpareNanRows) {
