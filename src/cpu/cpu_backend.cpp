@@ -20,6 +20,7 @@
 #include "host/validate.h"
 #include "kernels/common/bf16.h"
 #include "kernels/common/formats.h"
+#include "kernels/common/partial.h"
 #include "kernels/common/softmax_state.h"
 
 namespace mla::cpu {
@@ -105,7 +106,8 @@ struct Workspace {
   std::uint8_t* base = nullptr;
   WorkItem* items() const { return reinterpret_cast<WorkItem*>(base + layout.items_offset); }
   RequestSplit* splits() const { return reinterpret_cast<RequestSplit*>(base + layout.splits_offset); }
-  float* partial_o() const { return reinterpret_cast<float*>(base + layout.partial_o_offset); }
+  std::uint16_t* partial_o() const { return reinterpret_cast<std::uint16_t*>(base + layout.partial_o_offset); }
+  float* partial_scale() const { return reinterpret_cast<float*>(base + layout.partial_scale_offset); }
   float* partial_lse() const { return reinterpret_cast<float*>(base + layout.partial_lse_offset); }
 };
 
@@ -196,8 +198,12 @@ void process_item(const Problem& p, const RowDecoder& dec, const Workspace& ws, 
     for (int r = 0; r < kRows; ++r) {
       const float inv = st[r].inv_l();
       const float* a = acc + std::size_t(r) * kValueDim;
-      float* o = ws.partial_o() + (prow0 + r) * kValueDim;
-      for (int d = 0; d < kValueDim; ++d) o[d] = a[d] * inv;
+      float amax = 0.0f;
+      for (int d = 0; d < kValueDim; ++d) amax = std::max(amax, std::fabs(a[d] * inv));
+      const PartialScale ps = partial_scale(amax);
+      std::uint16_t* o = ws.partial_o() + (prow0 + r) * kValueDim;
+      for (int d = 0; d < kValueDim; ++d) o[d] = float_to_half(a[d] * inv * ps.to_half);
+      ws.partial_scale()[prow0 + r] = ps.scale;
       ws.partial_lse()[prow0 + r] = st[r].lse();
     }
   }
@@ -216,11 +222,12 @@ void combine_request(const Problem& p, const Workspace& ws, int b) {
       const std::int64_t prow = std::int64_t(split.first_partial + j) * rows + r;
       float wa = 0, wb = 0;
       const State merged = State::merge(st, State::from_lse(ws.partial_lse()[prow]), &wa, &wb);
-      const float* o = ws.partial_o() + prow * kValueDim;
+      const std::uint16_t* o = ws.partial_o() + prow * kValueDim;
       if (wb == 0.0f) {
         for (int d = 0; d < kValueDim; ++d) acc[d] *= wa;
       } else {
-        for (int d = 0; d < kValueDim; ++d) acc[d] = wa * acc[d] + wb * o[d];
+        const float w = wb * ws.partial_scale()[prow];
+        for (int d = 0; d < kValueDim; ++d) acc[d] = wa * acc[d] + w * half_to_float(o[d]);
       }
       st = merged;
     }

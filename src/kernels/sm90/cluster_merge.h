@@ -30,18 +30,21 @@ struct ClusterExchange {
   float scratch[2 * kMaxCluster * kNumHeads];  // cluster_merge's: every partial's LSE, then weight
 };
 
-// Where an item's partial goes: rows of kValueDim floats per head, and an LSE per head.
+// Where an item's partial goes: in cluster mode fp32 rows of the CTA's exchange, else fp16 rows and
+// a scale per head in the workspace (kernels/common/partial.h); an LSE per head either way.
 struct PartialDst {
-  float* o;    // [16 × 512] fp32, normalised
-  float* lse;  // [16]
+  float* exchange_o;  // cluster mode: [16 × 512] fp32, normalised (shared memory); else null
+  std::uint16_t* o;   // workspace: [16 × 512] fp16, normalised O · PartialScale::to_half; else null
+  float* scale;       // workspace: [16] PartialScale::scale per head
+  float* lse;         // [16]
 };
 // `exchange_o` and `exchange_lse` (shared memory, normally a ClusterExchange's o and lse) are the
 // kernel's; used only in cluster mode.
 __device__ __forceinline__ PartialDst partial_dst(const DecodeParams& p, const WorkItem& item, float* exchange_o,
                                                   float* exchange_lse) {
-  if (p.cluster > 0) return {exchange_o, exchange_lse};
-  return {p.partial_o + std::int64_t(item.partial) * kNumHeads * kValueDim,
-          p.partial_lse + std::int64_t(item.partial) * kNumHeads};
+  if (p.cluster > 0) return {exchange_o, nullptr, nullptr, exchange_lse};
+  const std::int64_t row = std::int64_t(item.partial) * kNumHeads;
+  return {nullptr, p.partial_o + row * kValueDim, p.partial_scale + row, p.partial_lse + row};
 }
 
 // Value dims [rank·512/N, (rank+1)·512/N) of every head: the N partials' 4-dim groups are loaded

@@ -1,5 +1,6 @@
-// sm90 split combine: merges the fp32 partials of requests whose KV was split over several
-// work items, by LSE, through the shared SoftmaxState merge rule. Two kernels:
+// sm90 split combine: merges the partials of requests whose KV was split over several work items
+// (fp16 × a scale per (piece, head): kernels/common/partial.h), by LSE, through the shared
+// SoftmaxState merge rule. Two kernels:
 //
 // combine_few_kernel<G> (rows of at most 16·G pieces, G = 1, 2, 4): grid (q row, head), G groups of
 // one thread per 4 value dims. Group g's thread loads the LSEs of partials g, g + G, … (at most 16)
@@ -19,12 +20,14 @@
 // shared memory, then group g sums partials g, g + G, … with 8 independent 16-byte loads in flight
 // per thread, and group 0 adds the group sums in a fixed order (deterministic). Partials are finite
 // (an empty one is zeros), so a zero weight needs no branch.
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/common/bf16.h"
+#include "kernels/common/partial.h"
 #include "kernels/common/softmax_state.h"
 #include "kernels/sm90/launch.h"
 
@@ -41,6 +44,14 @@ constexpr int kWeightChunk = 256;  // partial weights held in shared memory at a
 constexpr int kFewPerThread = 16;  // partials one thread of combine_few_kernel loads at once
 constexpr int kFewMaxGroups = 4;   // combine_few_kernel takes rows of up to 16 · 4 pieces
 
+// 4 fp16 values of a partial (8 bytes) → floats.
+__device__ __forceinline__ float4 load_half4(const std::uint16_t* p) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
+  const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+  return make_float4(a.x, a.y, b.x, b.y);
+}
+
 template <int kGroups>
 __global__ void __launch_bounds__(kLanes* kGroups) combine_few_kernel(const __grid_constant__ CombineParams p) {
   const int b = blockIdx.x, h = blockIdx.y;  // b: q row (virtual request)
@@ -51,16 +62,17 @@ __global__ void __launch_bounds__(kLanes* kGroups) combine_few_kernel(const __gr
   const int n = split.num_partials, lane = int(threadIdx.x) % kLanes, grp = int(threadIdx.x) / kLanes;
   const int dim = 4 * lane;
   const float* lse_of = p.partial_lse + std::int64_t(split.first_partial) * kNumHeads + h;  // stride kNumHeads
-  const float* o_of = p.partial_o + (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + dim;
+  const float* scale_of = p.partial_scale + std::int64_t(split.first_partial) * kNumHeads + h;
+  const std::uint16_t* o_of = p.partial_o + (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + dim;
   // Group grp: partials grp, grp + G, … — all of its loads in flight at once.
-  float lse[kFewPerThread];
-  float4 v[kFewPerThread];
+  float lse[kFewPerThread], sc[kFewPerThread];
+  uint2 raw[kFewPerThread];
 #pragma unroll
   for (int i = 0; i < kFewPerThread; ++i) {
     const int j = grp + kGroups * i;
     lse[i] = j < n ? lse_of[j * kNumHeads] : -INFINITY;
-    v[i] = j < n ? *reinterpret_cast<const float4*>(o_of + std::int64_t(j) * kNumHeads * kValueDim)
-                 : make_float4(0.f, 0.f, 0.f, 0.f);
+    sc[i] = j < n ? scale_of[j * kNumHeads] : 0.f;
+    raw[i] = j < n ? *reinterpret_cast<const uint2*>(o_of + std::int64_t(j) * kNumHeads * kValueDim) : make_uint2(0, 0);
   }
   // The group's state (m = its largest LSE, l = Σ exp(LSE − m)) and Σ exp(LSE − m) · partial.
   float m = -INFINITY;
@@ -74,7 +86,9 @@ __global__ void __launch_bounds__(kLanes* kGroups) combine_few_kernel(const __gr
     for (int i = 0; i < kFewPerThread; ++i) {
       const float e = SoftmaxState<float>::exp(lse[i] - m);  // 0 for an empty partial or past n
       st.add(e);
-      acc.x += e * v[i].x, acc.y += e * v[i].y, acc.z += e * v[i].z, acc.w += e * v[i].w;
+      const float w = e * sc[i];
+      const float4 v = load_half4(reinterpret_cast<const std::uint16_t*>(&raw[i]));
+      acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
     }
   }
   if constexpr (kGroups > 1) {  // group 0 merges the others' states and sums in group order
@@ -120,7 +134,8 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_const
   const int threads = int(blockDim.x), warps = threads / 32, groups = threads / lanes;
   const int dl = threadIdx.x % lanes, grp = threadIdx.x / lanes;
   const int dim = int(blockIdx.z) * 4 * lanes + 4 * dl;  // this thread's first value dim
-  const float* o = p.partial_o + (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + dim;
+  const float* scale = p.partial_scale + std::int64_t(split.first_partial) * kNumHeads + h;  // stride kNumHeads
+  const std::uint16_t* o = p.partial_o + (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + dim;
   // kUnroll partials in flight per thread; the first batch is issued before the LSE merge so that
   // its latency overlaps the merge's.
   float4 v[kUnroll];
@@ -128,8 +143,7 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_const
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int j = i + groups * u;
-      v[u] = j < n ? *reinterpret_cast<const float4*>(o + std::int64_t(base + j) * kNumHeads * kValueDim)
-                   : make_float4(0.f, 0.f, 0.f, 0.f);
+      v[u] = j < n ? load_half4(o + std::int64_t(base + j) * kNumHeads * kValueDim) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
   };
   load_batch(0, grp, min(kWeightChunk, split.num_partials));
@@ -159,7 +173,8 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_const
     __syncthreads();  // the previous chunk's weights are consumed
     for (int i = threadIdx.x; i < n; i += threads) {
       weight[i] =
-          st.weight_of(base == 0 && i == int(threadIdx.x) ? first_lse : lse[std::int64_t(base + i) * kNumHeads]);
+          st.weight_of(base == 0 && i == int(threadIdx.x) ? first_lse : lse[std::int64_t(base + i) * kNumHeads]) *
+          scale[std::int64_t(base + i) * kNumHeads];
     }
     __syncthreads();
     for (int i = grp; i < n; i += groups * kUnroll) {

@@ -84,7 +84,8 @@ struct alignas(128) Smem {
   alignas(16) float s_part[2][kNumHeads][Sh::kSPitch];             // S partials of the two dim halves
   float factor[kNumHeads];                                         // this tile's rescale of O per head
   float inv_l[kNumHeads];                                          // final 1/l (× value scale) per head
-  float cluster_lse[kNumHeads];  // cluster mode: this CTA's partial LSE, written before stage 0 is free
+  float omax[kWarps][kNumHeads];  // workspace partials: each warp's |O| max per head (partial.h's scale)
+  float cluster_lse[kNumHeads];   // cluster mode: this CTA's partial LSE, written before stage 0 is free
 };
 static_assert(sizeof(Smem<KvFormat::bf16>) <= 227 * 1024, "bf16 shared memory over the 227 KB limit");
 static_assert(sizeof(Smem<KvFormat::bf16>::raw[0]) >= sizeof(ClusterExchange),
@@ -402,10 +403,39 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
         p.lse[std::int64_t(item.request) * kNumHeads + sh] = lse;
       }
     }
-    __syncthreads();  // inv_l written; every warp is past its last P·V of the item
     // A lane's 4 values per 16-dim block and row: mma order puts dims 2c, 2c+1 in n-tile 2·blk and
-    // 8+2c, 9+2c in n-tile 2·blk+1.
-    const float inv[2] = {sm.inv_l[g], sm.inv_l[g + 8]};
+    // 8+2c, 9+2c in n-tile 2·blk+1. Workspace partials are fp16 with a scale per head (partial.h):
+    // the warp's |O| max of rows g, g + 8 meets the other warps' behind the barrier below.
+    const bool to_workspace = item.partial >= 0 && part.o != nullptr;
+    if (to_workspace) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float m = 0.f;
+#pragma unroll
+        for (int blk = 0; blk < 4; ++blk) {
+          const float* e = o[2 * blk] + 2 * half;
+          const float* f = o[2 * blk + 1] + 2 * half;
+          m = fmaxf(m, fmaxf(fmaxf(fabsf(e[0]), fabsf(e[1])), fmaxf(fabsf(f[0]), fabsf(f[1]))));
+        }
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        if (c == 0) sm.omax[warp][g + 8 * half] = m;
+      }
+    }
+    __syncthreads();  // inv_l and omax written; every warp is past its last P·V of the item
+    float inv[2] = {sm.inv_l[g], sm.inv_l[g + 8]};
+    if (to_workspace) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = g + 8 * half;
+        float amax = 0.f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) amax = fmaxf(amax, sm.omax[w][row]);
+        const PartialScale ps = partial_scale(amax * fabsf(inv[half]));
+        inv[half] *= ps.to_half;
+        if (warp == 0 && c == 0) part.scale[row] = ps.scale;
+      }
+    }
 #pragma unroll
     for (int blk = 0; blk < 4; ++blk) {
 #pragma unroll
@@ -419,8 +449,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
           std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + row) * kValueDim + base;
           *reinterpret_cast<std::uint32_t*>(out + 2 * c) = wg::bf16x2_rn(e[0] * x, e[1] * x);
           *reinterpret_cast<std::uint32_t*>(out + 8 + 2 * c) = wg::bf16x2_rn(f[0] * x, f[1] * x);
+        } else if (to_workspace) {
+          std::uint16_t* out = part.o + row * kValueDim + base;
+          *reinterpret_cast<std::uint32_t*>(out + 2 * c) = wg::f16x2_rn(e[0] * x, e[1] * x);
+          *reinterpret_cast<std::uint32_t*>(out + 8 + 2 * c) = wg::f16x2_rn(f[0] * x, f[1] * x);
         } else {
-          float* out = part.o + row * kValueDim + base;
+          float* out = part.exchange_o + row * kValueDim + base;
           *reinterpret_cast<float2*>(out + 2 * c) = make_float2(e[0] * x, e[1] * x);
           *reinterpret_cast<float2*>(out + 8 + 2 * c) = make_float2(f[0] * x, f[1] * x);
         }

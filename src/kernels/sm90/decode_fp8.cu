@@ -91,11 +91,6 @@ __device__ __forceinline__ float2 from_e4m3x2(std::uint16_t v) {
   const std::uint32_t h2 = e4m3x2_to_f16x2(v);
   return __half22float2(*reinterpret_cast<const __half2*>(&h2));
 }
-__device__ __forceinline__ std::uint32_t pack_f16x2(float lo, float hi) {
-  std::uint32_t r;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
 // x ≈ hi + lo, both e4m3: exact for |x| < 448 with 8 significant bits down to 2^-6, and to within
 // 2^-10 below (e4m3's subnormal step).
 struct SplitE4m3x2 {
@@ -217,7 +212,7 @@ __device__ __forceinline__ void store_q(Smem& sm, const DecodeParams& p, const Q
     const std::uint32_t w[4] = {x[j].x, x[j].y, x[j].z, x[j].w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      f[i] = pack_f16x2(bits_to_float(w[i] << 16) * scale, bits_to_float(w[i] & 0xFFFF0000u) * scale);
+      f[i] = f16x2_rn(bits_to_float(w[i] << 16) * scale, bits_to_float(w[i] & 0xFFFF0000u) * scale);
     }
     // dims d0..d0+7 are 4c0..4c0+7 of their 16-group (c0 = 0 or 2): slots 2c0..2c0+3 take dims
     // 4c0, 4c0+1, 4c0+4, 4c0+5 and slots 8+2c0..11+2c0 take 4c0+2, 4c0+3, 4c0+6, 4c0+7.

@@ -27,19 +27,21 @@ struct DecodeParams {
   float value_scale;   // fp8 tensor scale or 1 (applied to O)
   std::uint16_t* out;  // [total_q × 16 × 512] bf16
   float* lse;          // [total_q × 16] fp32 or null
-  float* partial_o;    // [max_partials × 16 × 512] fp32 (normalised)
-  float* partial_lse;  // [max_partials × 16] fp32
-  int cluster;         // 0: partials to the workspace (combine.cu); n: clusters of n CTAs, one per q
-                       // row, item k of the row on rank k, merged in the cluster (cluster_merge.h)
+  std::uint16_t* partial_o;  // [max_partials × 16 × 512] fp16, normalised O / partial_scale
+  float* partial_scale;      // [max_partials × 16] a power of two per (piece, head): partial.h
+  float* partial_lse;        // [max_partials × 16] fp32
+  int cluster;               // 0: partials to the workspace (combine.cu); n: clusters of n CTAs, one per q
+                             // row, item k of the row on rank k, merged in the cluster (cluster_merge.h)
 };
 
 struct CombineParams {
-  const RequestSplit* splits;  // [rows] one per q row (virtual request b · s_q + i)
-  int rows;                    // total_q
-  const float* partial_o;      // [max_partials × 16 × 512]
-  const float* partial_lse;    // [max_partials × 16]
-  std::uint16_t* out;          // [total_q × 16 × 512] bf16
-  float* lse;                  // [total_q × 16] or null
+  const RequestSplit* splits;      // [rows] one per q row (virtual request b · s_q + i)
+  int rows;                        // total_q
+  const std::uint16_t* partial_o;  // [max_partials × 16 × 512] fp16 (value = fp16 · partial_scale)
+  const float* partial_scale;      // [max_partials × 16]
+  const float* partial_lse;        // [max_partials × 16]
+  std::uint16_t* out;              // [total_q × 16 × 512] bf16
+  float* lse;                      // [total_q × 16] or null
 };
 
 }  // namespace mla::sm90

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/partial.h"
 #include "kernels/common/softmax_state.h"
 #include "kernels/sm90/cluster_merge.h"
 #include "kernels/sm90/decode_params.h"
@@ -116,6 +117,12 @@ __device__ __forceinline__ std::uint32_t bf16x2_rn(float lo, float hi) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+// fp32 → fp16 pair (round to nearest even, as partial.h's float_to_half), `lo` in the low half.
+__device__ __forceinline__ std::uint32_t f16x2_rn(float lo, float hi) {
+  std::uint32_t r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
 
 // ── Q ───────────────────────────────────────────────────────────────────────────────────────────
 // fetch_q issues Q's loads of q row `v` (first thing in a kernel: they need only the work item);
@@ -192,24 +199,39 @@ __device__ __forceinline__ void tile_maxima(const float (&x)[4][2], SoftmaxState
 // ── epilogue ────────────────────────────────────────────────────────────────────────────────────
 // The end of a work item: each head's l summed over the thread's rows (g) and the warps (through
 // `red`, free on entry), the LSE written (partial or final), and Oᵀ scaled by 1/l · value_scale
-// · `o_scale` (the kernel's own unit of O) stored as bf16 (direct) or fp32 (partial: to `part`, the
-// workspace slot or the cluster exchange). st[i] is head
+// · `o_scale` (the kernel's own unit of O) stored as bf16 (direct), fp32 (partial, cluster mode: the
+// exchange) or fp16 with a scale per head (partial, workspace: partial.h; the head's |O| max meets
+// through `omax`, shared memory free on entry, in the same two barriers as l). st[i] is head
 // 2c, 2c+1, 8+2c, 9+2c for i = 0..3 (same m in every thread: the partial l's add). o[mt][j]: j = 0/1
 // heads 2c/2c+1 at M row R = 64mt + 16w + g, 2/3 the same heads at R + 8, 4..7 heads 8+2c, 9+2c;
 // dim_of(mt) is the dim D of row R, and row R + 8 holds dim D + 1.
 template <class DimOf>
 __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkItem& item, const PartialDst& part,
-                                             float (&red)[kWarps][kNumHeads], SoftmaxState<float> (&st)[4],
-                                             const float (&o)[kMTiles][8], float o_scale, DimOf dim_of) {
+                                             float (&red)[kWarps][kNumHeads], float (&omax)[kWarps][kNumHeads],
+                                             SoftmaxState<float> (&st)[4], const float (&o)[kMTiles][8], float o_scale,
+                                             DimOf dim_of) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int head[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
-  __syncthreads();  // red[] free
+  const bool to_workspace = item.partial >= 0 && part.o != nullptr;
+  __syncthreads();  // red[] and omax[] free
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     float l = st[i].l;
 #pragma unroll
     for (int off = 4; off < 32; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
     if (g == 0) red[warp][head[i]] = l;
+  }
+  if (to_workspace) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int j0 = (i / 2) * 4 + (i % 2);
+      float m = 0.f;
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) m = fmaxf(m, fmaxf(fabsf(o[mt][j0]), fabsf(o[mt][j0 + 2])));
+#pragma unroll
+      for (int off = 4; off < 32; off <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+      if (g == 0) omax[warp][head[i]] = m;
+    }
   }
   __syncthreads();
   float inv[4];
@@ -218,6 +240,12 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
     const int h = head[i];
     st[i].l = red[0][h] + red[1][h] + red[2][h] + red[3][h];
     inv[i] = st[i].inv_l() * p.value_scale * o_scale;
+    if (to_workspace) {
+      const float amax = fmaxf(fmaxf(omax[0][h], omax[1][h]), fmaxf(omax[2][h], omax[3][h]));
+      const PartialScale ps = partial_scale(amax * fabsf(inv[i]));
+      inv[i] *= ps.to_half;
+      if (warp == 0 && g == 0) part.scale[h] = ps.scale;
+    }
     if (warp == 0 && g == 0) {
       if (item.partial >= 0) {
         part.lse[h] = st[i].lse();
@@ -236,20 +264,25 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
       if (item.partial < 0) {
         std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + head[i]) * kValueDim + dim;
         *reinterpret_cast<std::uint32_t*>(out) = bf16x2_rn(a, b);
+      } else if (to_workspace) {
+        *reinterpret_cast<std::uint32_t*>(part.o + head[i] * kValueDim + dim) = f16x2_rn(a, b);
       } else {
-        float* out = part.o + head[i] * kValueDim + dim;
-        *reinterpret_cast<float2*>(out) = make_float2(a, b);
+        *reinterpret_cast<float2*>(part.exchange_o + head[i] * kValueDim + dim) = make_float2(a, b);
       }
     }
   }
 }
 
 // write_output, or in cluster mode write_output into `x` (this CTA's exchange) and cluster_merge.
+// Out of cluster mode x.scratch is free (the tile loop is done with the memory under x) and holds
+// write_output's omax.
 template <class DimOf>
 __device__ __forceinline__ void finish_item(const DecodeParams& p, const WorkItem& item, ClusterExchange& x,
                                             float (&red)[kWarps][kNumHeads], SoftmaxState<float> (&st)[4],
                                             const float (&o)[kMTiles][8], float o_scale, DimOf dim_of) {
-  write_output(p, item, partial_dst(p, item, &x.o[0][0], x.lse), red, st, o, o_scale, dim_of);
+  static_assert(sizeof(x.scratch) >= sizeof(float[kWarps][kNumHeads]), "omax fits the exchange's scratch");
+  write_output(p, item, partial_dst(p, item, &x.o[0][0], x.lse), red,
+               *reinterpret_cast<float(*)[kWarps][kNumHeads]>(x.scratch), st, o, o_scale, dim_of);
   if (p.cluster > 0) cluster_merge<kThreads>(p, item.request, &x.o[0][0], x.lse, x.scratch);
 }
 
