@@ -467,7 +467,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   // Oᵀ is in units of 2^(A − 127); value rows map to dims by value_row_dim.
   const float o_scale = a_run < 0 ? 1.f : decode_e8m0(std::uint8_t(a_run));
   // Cluster mode: the exchange is Vt.
-  finish_item(p, item, *reinterpret_cast<ClusterExchange*>(sm.vt), sm.red, st, o, o_scale,
+  // The partial's fp16 scale from the |O| max (a bound from the scales could sit far above the
+  // values when the softmax favours tokens of small scales).
+  finish_item(p, item, *reinterpret_cast<ClusterExchange*>(sm.vt), sm.red, st, o, o_scale, 0.f,
               [&](int mt) { return value_row_dim(64 * mt + 16 * warp + g); });
 }
 

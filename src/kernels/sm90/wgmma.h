@@ -200,8 +200,9 @@ __device__ __forceinline__ void tile_maxima(const float (&x)[4][2], SoftmaxState
 // The end of a work item: each head's l summed over the thread's rows (g) and the warps (through
 // `red`, free on entry), the LSE written (partial or final), and Oᵀ scaled by 1/l · value_scale
 // · `o_scale` (the kernel's own unit of O) stored as bf16 (direct), fp32 (partial, cluster mode: the
-// exchange) or fp16 with a scale per head (partial, workspace: partial.h; the head's |O| max meets
-// through `omax`, shared memory free on entry, in the same two barriers as l). st[i] is head
+// exchange) or fp16 with a scale per head (partial, workspace: partial.h). The scale is set by
+// `amax_bound` when the kernel knows a bound on |value| (> 0), else by the head's |O| max, which
+// meets through `omax` (shared memory, free on entry) in the same two barriers as l. st[i] is head
 // 2c, 2c+1, 8+2c, 9+2c for i = 0..3 (same m in every thread: the partial l's add). o[mt][j]: j = 0/1
 // heads 2c/2c+1 at M row R = 64mt + 16w + g, 2/3 the same heads at R + 8, 4..7 heads 8+2c, 9+2c;
 // dim_of(mt) is the dim D of row R, and row R + 8 holds dim D + 1.
@@ -209,10 +210,11 @@ template <class DimOf>
 __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkItem& item, const PartialDst& part,
                                              float (&red)[kWarps][kNumHeads], float (&omax)[kWarps][kNumHeads],
                                              SoftmaxState<float> (&st)[4], const float (&o)[kMTiles][8], float o_scale,
-                                             DimOf dim_of) {
+                                             float amax_bound, DimOf dim_of) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int head[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
   const bool to_workspace = item.partial >= 0 && part.o != nullptr;
+  const bool reduce = to_workspace && !(amax_bound > 0.f);
   __syncthreads();  // red[] and omax[] free
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -221,7 +223,7 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
     for (int off = 4; off < 32; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
     if (g == 0) red[warp][head[i]] = l;
   }
-  if (to_workspace) {
+  if (reduce) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int j0 = (i / 2) * 4 + (i % 2);
@@ -241,8 +243,9 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
     st[i].l = red[0][h] + red[1][h] + red[2][h] + red[3][h];
     inv[i] = st[i].inv_l() * p.value_scale * o_scale;
     if (to_workspace) {
-      const float amax = fmaxf(fmaxf(omax[0][h], omax[1][h]), fmaxf(omax[2][h], omax[3][h]));
-      const PartialScale ps = partial_scale(amax * fabsf(inv[i]));
+      const float amax =
+          reduce ? fmaxf(fmaxf(omax[0][h], omax[1][h]), fmaxf(omax[2][h], omax[3][h])) * fabsf(inv[i]) : amax_bound;
+      const PartialScale ps = partial_scale(amax);
       inv[i] *= ps.to_half;
       if (warp == 0 && g == 0) part.scale[h] = ps.scale;
     }
@@ -279,10 +282,11 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
 template <class DimOf>
 __device__ __forceinline__ void finish_item(const DecodeParams& p, const WorkItem& item, ClusterExchange& x,
                                             float (&red)[kWarps][kNumHeads], SoftmaxState<float> (&st)[4],
-                                            const float (&o)[kMTiles][8], float o_scale, DimOf dim_of) {
+                                            const float (&o)[kMTiles][8], float o_scale, float amax_bound,
+                                            DimOf dim_of) {
   static_assert(sizeof(x.scratch) >= sizeof(float[kWarps][kNumHeads]), "omax fits the exchange's scratch");
   write_output(p, item, partial_dst(p, item, &x.o[0][0], x.lse), red,
-               *reinterpret_cast<float(*)[kWarps][kNumHeads]>(x.scratch), st, o, o_scale, dim_of);
+               *reinterpret_cast<float(*)[kWarps][kNumHeads]>(x.scratch), st, o, o_scale, amax_bound, dim_of);
   if (p.cluster > 0) cluster_merge<kThreads>(p, item.request, &x.o[0][0], x.lse, x.scratch);
 }
 
