@@ -479,8 +479,8 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   // Cluster mode: the exchange is stage 0.
   // Each output value is a weighted mean of e4m3 codes (|code| ≤ 448) times the tensor scale: the
   // partial's fp16 scale needs no |O| reduction.
-  finish_item(p, item, *reinterpret_cast<ClusterExchange*>(sm.kv[0]), sm.red, st, o, T::kOutScale,
-              T::kE4m3Max * fabsf(p.value_scale), [&](int mt) { return v_row_dim(mt, warp, g); });
+  finish_item<true>(p, item, *reinterpret_cast<ClusterExchange*>(sm.kv[0]), sm.red, st, o, T::kOutScale,
+                    T::kE4m3Max * fabsf(p.value_scale), [&](int mt) { return v_row_dim(mt, warp, g); });
 }
 
 }  // namespace

@@ -469,8 +469,8 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   // Cluster mode: the exchange is Vt.
   // The partial's fp16 scale from the |O| max (a bound from the scales could sit far above the
   // values when the softmax favours tokens of small scales).
-  finish_item(p, item, *reinterpret_cast<ClusterExchange*>(sm.vt), sm.red, st, o, o_scale, 0.f,
-              [&](int mt) { return value_row_dim(64 * mt + 16 * warp + g); });
+  finish_item<false>(p, item, *reinterpret_cast<ClusterExchange*>(sm.vt), sm.red, st, o, o_scale, 0.f,
+                     [&](int mt) { return value_row_dim(64 * mt + 16 * warp + g); });
 }
 
 }  // namespace

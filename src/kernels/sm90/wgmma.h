@@ -201,12 +201,12 @@ __device__ __forceinline__ void tile_maxima(const float (&x)[4][2], SoftmaxState
 // `red`, free on entry), the LSE written (partial or final), and Oᵀ scaled by 1/l · value_scale
 // · `o_scale` (the kernel's own unit of O) stored as bf16 (direct), fp32 (partial, cluster mode: the
 // exchange) or fp16 with a scale per head (partial, workspace: partial.h). The scale is set by
-// `amax_bound` when the kernel knows a bound on |value| (> 0), else by the head's |O| max, which
+// `amax_bound` when the kernel knows a bound on |value| (kBounded), else by the head's |O| max, which
 // meets through `omax` (shared memory, free on entry) in the same two barriers as l. st[i] is head
 // 2c, 2c+1, 8+2c, 9+2c for i = 0..3 (same m in every thread: the partial l's add). o[mt][j]: j = 0/1
 // heads 2c/2c+1 at M row R = 64mt + 16w + g, 2/3 the same heads at R + 8, 4..7 heads 8+2c, 9+2c;
 // dim_of(mt) is the dim D of row R, and row R + 8 holds dim D + 1.
-template <class DimOf>
+template <bool kBounded, class DimOf>
 __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkItem& item, const PartialDst& part,
                                              float (&red)[kWarps][kNumHeads], float (&omax)[kWarps][kNumHeads],
                                              SoftmaxState<float> (&st)[4], const float (&o)[kMTiles][8], float o_scale,
@@ -214,7 +214,7 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int head[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
   const bool to_workspace = item.partial >= 0 && part.o != nullptr;
-  const bool reduce = to_workspace && !(amax_bound > 0.f);
+  const bool reduce = to_workspace && !kBounded;
   __syncthreads();  // red[] and omax[] free
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -276,17 +276,18 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
   }
 }
 
-// write_output, or in cluster mode write_output into `x` (this CTA's exchange) and cluster_merge.
+// write_output, or in cluster mode write_output into `x` (this CTA's exchange) and cluster_merge;
+// kBounded / amax_bound: write_output's.
 // Out of cluster mode x.scratch is free (the tile loop is done with the memory under x) and holds
 // write_output's omax.
-template <class DimOf>
+template <bool kBounded, class DimOf>
 __device__ __forceinline__ void finish_item(const DecodeParams& p, const WorkItem& item, ClusterExchange& x,
                                             float (&red)[kWarps][kNumHeads], SoftmaxState<float> (&st)[4],
                                             const float (&o)[kMTiles][8], float o_scale, float amax_bound,
                                             DimOf dim_of) {
   static_assert(sizeof(x.scratch) >= sizeof(float[kWarps][kNumHeads]), "omax fits the exchange's scratch");
-  write_output(p, item, partial_dst(p, item, &x.o[0][0], x.lse), red,
-               *reinterpret_cast<float(*)[kWarps][kNumHeads]>(x.scratch), st, o, o_scale, amax_bound, dim_of);
+  write_output<kBounded>(p, item, partial_dst(p, item, &x.o[0][0], x.lse), red,
+                         *reinterpret_cast<float(*)[kWarps][kNumHeads]>(x.scratch), st, o, o_scale, amax_bound, dim_of);
   if (p.cluster > 0) cluster_merge<kThreads>(p, item.request, &x.o[0][0], x.lse, x.scratch);
 }
 
