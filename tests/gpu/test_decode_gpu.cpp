@@ -95,16 +95,18 @@ TEST(GpuDecode, UniformChallengeAndPeakedAllFormats) {
 }
 
 // Both ways of merging split rows: inside thread-block clusters of 2 (rows split in two: 64 or 128
-// rows of 1000 tokens, 512 + 488) and by the combine kernels (more pieces: 4 × 1024 in 16 and 2 × 700
-// in 11 by combine_few_kernel<1>, 4 × 4096 in 32 or 64 by combine_few_kernel<2> or <4>, 2 × 8192 in
-// 64 by combine_few_kernel<4> for bf16 and in 128 by combine_kernel otherwise), checked against the
+// rows of 1000 tokens, 512 + 488) and by the combine kernels (more pieces: 32 × 1024 in 4 or 8 by
+// combine_few_kernel<1, 4> or <1, 8>, 4 × 1024 in 16 and 2 × 700 in 11 by combine_few_kernel<1, 16>,
+// 4 × 4096 in 32 or 64 by combine_few_kernel<2, 16> or <4, 16>, 2 × 8192 in 64 by
+// combine_few_kernel<4, 16> for bf16 and in 128 by combine_kernel otherwise), checked against the
 // reference with the plan's choice asserted.
 TEST(GpuDecode, SplitRowsMergedInClustersAndByTheCombine) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
     const int two_piece_rows = f == KvFormat::bf16 ? 64 : 128;  // one CTA per SM for bf16, two otherwise
-    for (auto [b, l, clustered] : {std::tuple{two_piece_rows, 1000, true}, std::tuple{4, 1024, false},
-                                   std::tuple{2, 700, false}, std::tuple{4, 4096, false}, std::tuple{2, 8192, false}}) {
+    for (auto [b, l, clustered] :
+         {std::tuple{two_piece_rows, 1000, true}, std::tuple{32, 1024, false}, std::tuple{4, 1024, false},
+          std::tuple{2, 700, false}, std::tuple{4, 4096, false}, std::tuple{2, 8192, false}}) {
       CaseSpec spec = CaseSpec::uniform(b, l, f);
       spec.seed = 5 + b + l;
       GpuResult r;

@@ -2,9 +2,10 @@
 // (fp16 × a scale per (piece, head): kernels/common/partial.h), by LSE, through the shared
 // SoftmaxState merge rule. Two kernels:
 //
-// combine_few_kernel<G> (rows of at most 16·G pieces, G = 1, 2, 4): grid (q row, head), G groups of
-// one thread per 4 value dims. Group g's thread loads the LSEs of partials g, g + G, … (at most 16)
-// and its 4 dims of them, all at once (one round trip to L2), and forms in registers the group's
+// combine_few_kernel<G, S> (rows of at most S·G pieces: G = 1 with S = 4, 8 or 16, and S = 16 with
+// G = 2 or 4): grid (q row, head), G groups of one thread per 4 value dims. Group g's thread loads
+// the LSEs and scales of partials g, g + G, … (at most S: the code is no longer than the row) and
+// its 4 dims of them, all at once (one round trip to L2), and forms in registers the group's
 // state — m = the largest LSE, l = Σ exp(LSE − m): SoftmaxState's definition with every partial's
 // l = 1, what a chain of merge() calls gives — and Σ exp(LSE − m) · partial. With G = 1 that is the
 // row (no shared memory, no barrier); else group 0 merges the other groups' states in group order
@@ -41,7 +42,7 @@ constexpr int kMaxWarps = kMaxThreads / 32;
 constexpr int kUnroll = 8;         // partial loads in flight per thread
 constexpr int kWeightChunk = 256;  // partial weights held in shared memory at a time
 
-constexpr int kFewPerThread = 16;  // partials one thread of combine_few_kernel loads at once
+constexpr int kFewPerThread = 16;  // most partials one thread of combine_few_kernel loads at once
 constexpr int kFewMaxGroups = 4;   // combine_few_kernel takes rows of up to 16 · 4 pieces
 
 // 4 fp16 values of a partial (8 bytes) → floats.
@@ -52,8 +53,9 @@ __device__ __forceinline__ float4 load_half4(const std::uint16_t* p) {
   return make_float4(a.x, a.y, b.x, b.y);
 }
 
-template <int kGroups>
+template <int kGroups, int kSlots>
 __global__ void __launch_bounds__(kLanes* kGroups) combine_few_kernel(const __grid_constant__ CombineParams p) {
+  static_assert(kSlots <= kFewPerThread && (kGroups == 1 || kSlots == kFewPerThread), "the launches below");
   const int b = blockIdx.x, h = blockIdx.y;  // b: q row (virtual request)
   const RequestSplit split = p.splits[b];    // written by plan(), not by the decode grid
   if (split.num_partials == 0) return;
@@ -65,10 +67,10 @@ __global__ void __launch_bounds__(kLanes* kGroups) combine_few_kernel(const __gr
   const float* scale_of = p.partial_scale + std::int64_t(split.first_partial) * kNumHeads + h;
   const std::uint16_t* o_of = p.partial_o + (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + dim;
   // Group grp: partials grp, grp + G, … — all of its loads in flight at once.
-  float lse[kFewPerThread], sc[kFewPerThread];
-  uint2 raw[kFewPerThread];
+  float lse[kSlots], sc[kSlots];
+  uint2 raw[kSlots];
 #pragma unroll
-  for (int i = 0; i < kFewPerThread; ++i) {
+  for (int i = 0; i < kSlots; ++i) {
     const int j = grp + kGroups * i;
     lse[i] = j < n ? lse_of[j * kNumHeads] : -INFINITY;
     sc[i] = j < n ? scale_of[j * kNumHeads] : 0.f;
@@ -77,13 +79,13 @@ __global__ void __launch_bounds__(kLanes* kGroups) combine_few_kernel(const __gr
   // The group's state (m = its largest LSE, l = Σ exp(LSE − m)) and Σ exp(LSE − m) · partial.
   float m = -INFINITY;
 #pragma unroll
-  for (int i = 0; i < kFewPerThread; ++i) m = fmaxf(m, lse[i]);
+  for (int i = 0; i < kSlots; ++i) m = fmaxf(m, lse[i]);
   SoftmaxState<float> st = SoftmaxState<float>::empty();
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   if (m != -INFINITY) {
     st = {m, 0.f};
 #pragma unroll
-    for (int i = 0; i < kFewPerThread; ++i) {
+    for (int i = 0; i < kSlots; ++i) {
       const float e = SoftmaxState<float>::exp(lse[i] - m);  // 0 for an empty partial or past n
       st.add(e);
       const float w = e * sc[i];
@@ -216,16 +218,18 @@ cudaError_t launch_combine(const CombineParams& p, int max_partials, int sms, cu
   cfg.numAttrs = 1;
   if (max_partials <= kFewPerThread * kFewMaxGroups) {
     const int groups = max_partials <= kFewPerThread ? 1 : (max_partials <= 2 * kFewPerThread ? 2 : 4);
-    static_assert(kFewMaxGroups == 4, "groups: 1, 2 or 4");
+    static_assert(kFewMaxGroups == 4 && kFewPerThread == 16, "groups: 1, 2 or 4; slots 4, 8 or 16");
     cfg.gridDim = dim3(p.rows, kNumHeads);
     cfg.blockDim = dim3(kLanes * groups);
     switch (groups) {
       case 1:
-        return cudaLaunchKernelEx(&cfg, combine_few_kernel<1>, p);
+        if (max_partials <= 4) return cudaLaunchKernelEx(&cfg, combine_few_kernel<1, 4>, p);
+        if (max_partials <= 8) return cudaLaunchKernelEx(&cfg, combine_few_kernel<1, 8>, p);
+        return cudaLaunchKernelEx(&cfg, combine_few_kernel<1, 16>, p);
       case 2:
-        return cudaLaunchKernelEx(&cfg, combine_few_kernel<2>, p);
+        return cudaLaunchKernelEx(&cfg, combine_few_kernel<2, 16>, p);
       default:
-        return cudaLaunchKernelEx(&cfg, combine_few_kernel<4>, p);
+        return cudaLaunchKernelEx(&cfg, combine_few_kernel<4, 16>, p);
     }
   }
   // Dim chunks: up to 4 while (rows × heads) CTAs would not give every SM two.
