@@ -436,29 +436,30 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
         if (warp == 0 && c == 0) part.scale[row] = ps.scale;
       }
     }
+    // One unrolled store loop per destination (the branch taken once, not per store). `at`: the
+    // offset of dims 2c, 2c + 1 of a 16-dim block in a [16 × 512] row-major O.
+    const auto store_all = [&](auto store) {
 #pragma unroll
-    for (int blk = 0; blk < 4; ++blk) {
+      for (int blk = 0; blk < 4; ++blk) {
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {  // rows g, g+8
-        const float x = inv[half];
-        const float* e = o[2 * blk] + 2 * half;
-        const float* f = o[2 * blk + 1] + 2 * half;
-        const std::int64_t row = g + 8 * half;
-        const int base = warp * 64 + blk * 16;
-        if (item.partial < 0) {
-          std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + row) * kValueDim + base;
-          *reinterpret_cast<std::uint32_t*>(out + 2 * c) = wg::bf16x2_rn(e[0] * x, e[1] * x);
-          *reinterpret_cast<std::uint32_t*>(out + 8 + 2 * c) = wg::bf16x2_rn(f[0] * x, f[1] * x);
-        } else if (to_workspace) {
-          std::uint16_t* out = part.o + row * kValueDim + base;
-          *reinterpret_cast<std::uint32_t*>(out + 2 * c) = wg::f16x2_rn(e[0] * x, e[1] * x);
-          *reinterpret_cast<std::uint32_t*>(out + 8 + 2 * c) = wg::f16x2_rn(f[0] * x, f[1] * x);
-        } else {
-          float* out = part.exchange_o + row * kValueDim + base;
-          *reinterpret_cast<float2*>(out + 2 * c) = make_float2(e[0] * x, e[1] * x);
-          *reinterpret_cast<float2*>(out + 8 + 2 * c) = make_float2(f[0] * x, f[1] * x);
+        for (int half = 0; half < 2; ++half) {  // rows g, g+8
+          const float x = inv[half];
+          const float* e = o[2 * blk] + 2 * half;
+          const float* f = o[2 * blk + 1] + 2 * half;
+          const int at = (g + 8 * half) * kValueDim + warp * 64 + blk * 16 + 2 * c;
+          store(at, e[0] * x, e[1] * x);
+          store(at + 8, f[0] * x, f[1] * x);
         }
       }
+    };
+    if (item.partial < 0) {
+      std::uint16_t* out = p.out + std::int64_t(item.request) * kNumHeads * kValueDim;
+      store_all([&](int at, float a, float b) { *reinterpret_cast<std::uint32_t*>(out + at) = wg::bf16x2_rn(a, b); });
+    } else if (to_workspace) {
+      store_all([&](int at, float a, float b) { *reinterpret_cast<std::uint32_t*>(part.o + at) = wg::f16x2_rn(a, b); });
+    } else {
+      store_all(
+          [&](int at, float a, float b) { *reinterpret_cast<float2*>(part.exchange_o + at) = make_float2(a, b); });
     }
     if (p.cluster > 0) {
       cluster_merge<kThreads>(p, item.request, &exchange.o[0][0], sm.cluster_lse, exchange.scratch);

@@ -257,22 +257,25 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
       }
     }
   }
+  // One unrolled store loop per destination (the branch taken once, not per store).
+  const auto store_all = [&](auto store) {
 #pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) {
-    const int dim = dim_of(mt);
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      const int dim = dim_of(mt);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int j0 = (i / 2) * 4 + (i % 2);
-      const float a = o[mt][j0] * inv[i], b = o[mt][j0 + 2] * inv[i];
-      if (item.partial < 0) {
-        std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + head[i]) * kValueDim + dim;
-        *reinterpret_cast<std::uint32_t*>(out) = bf16x2_rn(a, b);
-      } else if (to_workspace) {
-        *reinterpret_cast<std::uint32_t*>(part.o + head[i] * kValueDim + dim) = f16x2_rn(a, b);
-      } else {
-        *reinterpret_cast<float2*>(part.exchange_o + head[i] * kValueDim + dim) = make_float2(a, b);
+      for (int i = 0; i < 4; ++i) {
+        const int j0 = (i / 2) * 4 + (i % 2);
+        store(head[i] * kValueDim + dim, o[mt][j0] * inv[i], o[mt][j0 + 2] * inv[i]);
       }
     }
+  };
+  if (item.partial < 0) {
+    std::uint16_t* out = p.out + std::int64_t(item.request) * kNumHeads * kValueDim;
+    store_all([&](int at, float a, float b) { *reinterpret_cast<std::uint32_t*>(out + at) = bf16x2_rn(a, b); });
+  } else if (to_workspace) {
+    store_all([&](int at, float a, float b) { *reinterpret_cast<std::uint32_t*>(part.o + at) = f16x2_rn(a, b); });
+  } else {
+    store_all([&](int at, float a, float b) { *reinterpret_cast<float2*>(part.exchange_o + at) = make_float2(a, b); });
   }
 }
 
