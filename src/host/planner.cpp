@@ -27,7 +27,7 @@ WorkspaceLayout workspace_layout(int batch, int s_q, int target_items) {
   at = align256(at + sizeof(RequestSplit) * std::size_t(batch) * std::size_t(s_q));
   const std::size_t rows = std::size_t(w.max_partials) * std::size_t(s_q) * 16;
   w.partial_o_offset = at;
-  at = align256(at + sizeof(std::uint16_t) * rows * 512);
+  at = align256(at + sizeof(float) * rows * 512);  // fp32, or fp16 in its first half
   w.partial_scale_offset = at;
   at = align256(at + sizeof(float) * rows);
   w.partial_lse_offset = at;

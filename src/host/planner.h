@@ -40,8 +40,8 @@ struct WorkspaceLayout {
   int max_partials = 0;
   std::size_t items_offset = 0;
   std::size_t splits_offset = 0;
-  std::size_t partial_o_offset = 0;      // fp16 [max_partials · s_q · 16 × 512] (kernels/common/partial.h)
-  std::size_t partial_scale_offset = 0;  // fp32 [max_partials · s_q · 16]: value = fp16 · scale
+  std::size_t partial_o_offset = 0;      // fp32 or fp16 [max_partials · s_q · 16 × 512] (the writer's choice)
+  std::size_t partial_scale_offset = 0;  // fp32 [max_partials · s_q · 16]: value = fp16 · scale (partial.h)
   std::size_t partial_lse_offset = 0;    // fp32 [max_partials · s_q · 16]
   std::size_t total_bytes = 0;
 };

@@ -98,15 +98,16 @@ TEST(GpuDecode, UniformChallengeAndPeakedAllFormats) {
 // rows of 1000 tokens, 512 + 488) and by the combine kernels (more pieces: 32 × 1024 in 4 or 8 by
 // combine_few_kernel<1, 4> or <1, 8>, 4 × 1024 in 16 and 2 × 700 in 11 by combine_few_kernel<1, 16>,
 // 4 × 4096 in 32 or 64 by combine_few_kernel<2, 16> or <4, 16>, 2 × 8192 in 64 by
-// combine_few_kernel<4, 16> for bf16 and in 128 by combine_kernel otherwise), checked against the
+// combine_few_kernel<4, 16> for bf16 and in 128 by combine_kernel otherwise, 1 × 16384 in 128 or 256
+// by combine_kernel; each on bf16's fp32 partials and the others' fp16 ones), checked against the
 // reference with the plan's choice asserted.
 TEST(GpuDecode, SplitRowsMergedInClustersAndByTheCombine) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
     const int two_piece_rows = f == KvFormat::bf16 ? 64 : 128;  // one CTA per SM for bf16, two otherwise
-    for (auto [b, l, clustered] :
-         {std::tuple{two_piece_rows, 1000, true}, std::tuple{32, 1024, false}, std::tuple{4, 1024, false},
-          std::tuple{2, 700, false}, std::tuple{4, 4096, false}, std::tuple{2, 8192, false}}) {
+    for (auto [b, l, clustered] : {std::tuple{two_piece_rows, 1000, true}, std::tuple{32, 1024, false},
+                                   std::tuple{4, 1024, false}, std::tuple{2, 700, false}, std::tuple{4, 4096, false},
+                                   std::tuple{2, 8192, false}, std::tuple{1, 16384, false}}) {
       CaseSpec spec = CaseSpec::uniform(b, l, f);
       spec.seed = 5 + b + l;
       GpuResult r;
@@ -388,10 +389,11 @@ TEST(GpuSanitizer, SmallSuite) {
     EXPECT_TRUE(r.cmp.ok()) << pairs.name() << ": " << r.cmp.summary();
     EXPECT_EQ(r.plan.cluster_size, 2) << describe(r.plan);
   }
-  // Every combine kernel (the small suite's splits go to combine_few_kernel<1>): rows in 32 pieces
-  // (combine_few_kernel<2>), 64 (<4>, with shared memory) and 256 (combine_kernel).
+  // Every combine kernel (the small suite's splits go to combine_few_kernel<1, S>): rows in 32 pieces
+  // (combine_few_kernel<2, 16>), 64 (<4, 16>, with shared memory) and 128 or 256 (combine_kernel, on
+  // fp32 and on fp16 partials).
   for (auto [b, l, f, pieces] : {std::tuple{4, 4096, KvFormat::bf16, 32}, std::tuple{2, 4096, KvFormat::fp8, 64},
-                                 std::tuple{1, 16384, KvFormat::fp8, 256}}) {
+                                 std::tuple{1, 16384, KvFormat::fp8, 256}, std::tuple{1, 16384, KvFormat::bf16, 128}}) {
     CaseSpec many = CaseSpec::uniform(b, l, f);
     many.seed = 80;
     GpuResult r;

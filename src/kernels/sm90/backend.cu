@@ -166,7 +166,7 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   d.value_scale = kv_scale;
   d.out = p.out;
   d.lse = p.lse;
-  d.partial_o = reinterpret_cast<std::uint16_t*>(base + layout.partial_o_offset);
+  d.partial_o = base + layout.partial_o_offset;
   d.partial_scale = reinterpret_cast<float*>(base + layout.partial_scale_offset);
   d.partial_lse = reinterpret_cast<float*>(base + layout.partial_lse_offset);
   d.cluster = plan.cluster_size;
@@ -178,6 +178,7 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
     c.rows = int(p.total_q);
     c.partial_o = d.partial_o;
     c.partial_scale = d.partial_scale;
+    c.partial_f16 = p.kv.format != KvFormat::bf16;  // the wgmma kernels write fp16 partials
     c.partial_lse = d.partial_lse;
     c.out = p.out;
     c.lse = p.lse;

@@ -30,21 +30,28 @@ struct ClusterExchange {
   float scratch[2 * kMaxCluster * kNumHeads];  // cluster_merge's: every partial's LSE, then weight
 };
 
-// Where an item's partial goes: in cluster mode fp32 rows of the CTA's exchange, else fp16 rows and
-// a scale per head in the workspace (kernels/common/partial.h); an LSE per head either way.
+// Where an item's partial goes: in cluster mode fp32 rows of the CTA's exchange; else to the
+// workspace, as fp32 rows (kF16 false: the bf16 kernel) or as fp16 rows and a scale per head (kF16:
+// the wgmma kernels; kernels/common/partial.h). An LSE per head either way.
 struct PartialDst {
-  float* exchange_o;  // cluster mode: [16 × 512] fp32, normalised (shared memory); else null
-  std::uint16_t* o;   // workspace: [16 × 512] fp16, normalised O · PartialScale::to_half; else null
-  float* scale;       // workspace: [16] PartialScale::scale per head
-  float* lse;         // [16]
+  float* o;            // [16 × 512] fp32, normalised: the exchange, or the workspace (!kF16); else null
+  std::uint16_t* o16;  // workspace (kF16): [16 × 512] fp16, normalised O · PartialScale::to_half; else null
+  float* scale;        // with o16: [16] PartialScale::scale per head
+  float* lse;          // [16]
 };
 // `exchange_o` and `exchange_lse` (shared memory, normally a ClusterExchange's o and lse) are the
 // kernel's; used only in cluster mode.
+template <bool kF16>
 __device__ __forceinline__ PartialDst partial_dst(const DecodeParams& p, const WorkItem& item, float* exchange_o,
                                                   float* exchange_lse) {
   if (p.cluster > 0) return {exchange_o, nullptr, nullptr, exchange_lse};
   const std::int64_t row = std::int64_t(item.partial) * kNumHeads;
-  return {nullptr, p.partial_o + row * kValueDim, p.partial_scale + row, p.partial_lse + row};
+  if constexpr (kF16) {
+    return {nullptr, static_cast<std::uint16_t*>(p.partial_o) + row * kValueDim, p.partial_scale + row,
+            p.partial_lse + row};
+  } else {
+    return {static_cast<float*>(p.partial_o) + row * kValueDim, nullptr, nullptr, p.partial_lse + row};
+  }
 }
 
 // Value dims [rank·512/N, (rank+1)·512/N) of every head: the N partials' 4-dim groups are loaded

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/bf16.h"
 #include "kernels/common/partial.h"
@@ -45,15 +46,28 @@ constexpr int kWeightChunk = 256;  // partial weights held in shared memory at a
 constexpr int kFewPerThread = 16;  // most partials one thread of combine_few_kernel loads at once
 constexpr int kFewMaxGroups = 4;   // combine_few_kernel takes rows of up to 16 · 4 pieces
 
-// 4 fp16 values of a partial (8 bytes) → floats.
-__device__ __forceinline__ float4 load_half4(const std::uint16_t* p) {
-  const uint2 u = *reinterpret_cast<const uint2*>(p);
+// 4 consecutive values of a partial: fp32 (16 bytes) or fp16 (8 bytes, times the partial's scale
+// by the caller). `at` counts values from the start of the partials.
+template <bool kF16>
+using PartialBits = std::conditional_t<kF16, uint2, float4>;
+template <bool kF16>
+__device__ __forceinline__ PartialBits<kF16> load_bits(const void* partials, std::int64_t at) {
+  if constexpr (kF16) {
+    return *reinterpret_cast<const uint2*>(static_cast<const std::uint16_t*>(partials) + at);
+  } else {
+    return *reinterpret_cast<const float4*>(static_cast<const float*>(partials) + at);
+  }
+}
+__device__ __forceinline__ float4 to_float4(const float4& v) {
+  return v;
+}
+__device__ __forceinline__ float4 to_float4(const uint2& u) {
   const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
   const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
   return make_float4(a.x, a.y, b.x, b.y);
 }
 
-template <int kGroups, int kSlots>
+template <int kGroups, int kSlots, bool kF16>
 __global__ void __launch_bounds__(kLanes* kGroups) combine_few_kernel(const __grid_constant__ CombineParams p) {
   static_assert(kSlots <= kFewPerThread && (kGroups == 1 || kSlots == kFewPerThread), "the launches below");
   const int b = blockIdx.x, h = blockIdx.y;  // b: q row (virtual request)
@@ -65,16 +79,16 @@ __global__ void __launch_bounds__(kLanes* kGroups) combine_few_kernel(const __gr
   const int dim = 4 * lane;
   const float* lse_of = p.partial_lse + std::int64_t(split.first_partial) * kNumHeads + h;  // stride kNumHeads
   const float* scale_of = p.partial_scale + std::int64_t(split.first_partial) * kNumHeads + h;
-  const std::uint16_t* o_of = p.partial_o + (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + dim;
+  const std::int64_t o_of = (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + dim;  // in values
   // Group grp: partials grp, grp + G, … — all of its loads in flight at once.
   float lse[kSlots], sc[kSlots];
-  uint2 raw[kSlots];
+  PartialBits<kF16> raw[kSlots];
 #pragma unroll
   for (int i = 0; i < kSlots; ++i) {
     const int j = grp + kGroups * i;
     lse[i] = j < n ? lse_of[j * kNumHeads] : -INFINITY;
-    sc[i] = j < n ? scale_of[j * kNumHeads] : 0.f;
-    raw[i] = j < n ? *reinterpret_cast<const uint2*>(o_of + std::int64_t(j) * kNumHeads * kValueDim) : make_uint2(0, 0);
+    sc[i] = kF16 && j < n ? scale_of[j * kNumHeads] : 1.f;
+    raw[i] = j < n ? load_bits<kF16>(p.partial_o, o_of + std::int64_t(j) * kNumHeads * kValueDim) : PartialBits<kF16>{};
   }
   // The group's state (m = its largest LSE, l = Σ exp(LSE − m)) and Σ exp(LSE − m) · partial.
   float m = -INFINITY;
@@ -89,7 +103,7 @@ __global__ void __launch_bounds__(kLanes* kGroups) combine_few_kernel(const __gr
       const float e = SoftmaxState<float>::exp(lse[i] - m);  // 0 for an empty partial or past n
       st.add(e);
       const float w = e * sc[i];
-      const float4 v = load_half4(reinterpret_cast<const std::uint16_t*>(&raw[i]));
+      const float4 v = to_float4(raw[i]);
       acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
     }
   }
@@ -123,6 +137,7 @@ __device__ __forceinline__ SoftmaxState<float> merge(const SoftmaxState<float>& 
   return SoftmaxState<float>::merge(a, b, &wa, &wb);
 }
 
+template <bool kF16>
 __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_constant__ CombineParams p) {
   const int b = blockIdx.x, h = blockIdx.y;   // b: q row (virtual request)
   const int lanes = kLanes / int(gridDim.z);  // dim lanes of this CTA's chunk
@@ -136,8 +151,8 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_const
   const int threads = int(blockDim.x), warps = threads / 32, groups = threads / lanes;
   const int dl = threadIdx.x % lanes, grp = threadIdx.x / lanes;
   const int dim = int(blockIdx.z) * 4 * lanes + 4 * dl;  // this thread's first value dim
-  const float* scale = p.partial_scale + std::int64_t(split.first_partial) * kNumHeads + h;  // stride kNumHeads
-  const std::uint16_t* o = p.partial_o + (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + dim;
+  const float* scale = p.partial_scale + std::int64_t(split.first_partial) * kNumHeads + h;      // stride kNumHeads
+  const std::int64_t o = (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + dim;  // in values
   // kUnroll partials in flight per thread; the first batch is issued before the LSE merge so that
   // its latency overlaps the merge's.
   float4 v[kUnroll];
@@ -145,7 +160,8 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_const
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int j = i + groups * u;
-      v[u] = j < n ? load_half4(o + std::int64_t(base + j) * kNumHeads * kValueDim) : make_float4(0.f, 0.f, 0.f, 0.f);
+      v[u] = j < n ? to_float4(load_bits<kF16>(p.partial_o, o + std::int64_t(base + j) * kNumHeads * kValueDim))
+                   : make_float4(0.f, 0.f, 0.f, 0.f);
     }
   };
   load_batch(0, grp, min(kWeightChunk, split.num_partials));
@@ -176,7 +192,7 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_const
     for (int i = threadIdx.x; i < n; i += threads) {
       weight[i] =
           st.weight_of(base == 0 && i == int(threadIdx.x) ? first_lse : lse[std::int64_t(base + i) * kNumHeads]) *
-          scale[std::int64_t(base + i) * kNumHeads];
+          (kF16 ? scale[std::int64_t(base + i) * kNumHeads] : 1.f);
     }
     __syncthreads();
     for (int i = grp; i < n; i += groups * kUnroll) {
@@ -205,6 +221,35 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_const
   if (p.lse != nullptr && threadIdx.x == 0 && blockIdx.z == 0) p.lse[std::int64_t(b) * kNumHeads + h] = st.lse();
 }
 
+// The kernel and its shape for rows of at most `max_partials` pieces, partials of type kF16.
+template <bool kF16>
+cudaError_t launch_combine_as(cudaLaunchConfig_t& cfg, const CombineParams& p, int max_partials, int sms) {
+  if (max_partials <= kFewPerThread * kFewMaxGroups) {
+    const int groups = max_partials <= kFewPerThread ? 1 : (max_partials <= 2 * kFewPerThread ? 2 : 4);
+    static_assert(kFewMaxGroups == 4 && kFewPerThread == 16, "groups: 1, 2 or 4; slots 4, 8 or 16");
+    cfg.gridDim = dim3(p.rows, kNumHeads);
+    cfg.blockDim = dim3(kLanes * groups);
+    switch (groups) {
+      case 1:
+        if (max_partials <= 4) return cudaLaunchKernelEx(&cfg, combine_few_kernel<1, 4, kF16>, p);
+        if (max_partials <= 8) return cudaLaunchKernelEx(&cfg, combine_few_kernel<1, 8, kF16>, p);
+        return cudaLaunchKernelEx(&cfg, combine_few_kernel<1, 16, kF16>, p);
+      case 2:
+        return cudaLaunchKernelEx(&cfg, combine_few_kernel<2, 16, kF16>, p);
+      default:
+        return cudaLaunchKernelEx(&cfg, combine_few_kernel<4, 16, kF16>, p);
+    }
+  }
+  // Dim chunks: up to 4 while (rows × heads) CTAs would not give every SM two.
+  int chunks = 1;
+  while (chunks < kMaxChunks && p.rows * kNumHeads * chunks < 2 * sms) chunks *= 2;
+  cfg.gridDim = dim3(p.rows, kNumHeads, chunks);
+  // One group per 16 partials (two rounds of 8 loads in flight) per 128 dim lanes, at most 512 threads.
+  const int lanes = kLanes / chunks;
+  cfg.blockDim = dim3(lanes * std::clamp(chunks * ((max_partials + 15) / 16), 1, kMaxThreads / lanes));
+  return cudaLaunchKernelEx(&cfg, combine_kernel<kF16>, p);
+}
+
 }  // namespace
 
 cudaError_t launch_combine(const CombineParams& p, int max_partials, int sms, cudaStream_t stream) {
@@ -216,30 +261,8 @@ cudaError_t launch_combine(const CombineParams& p, int max_partials, int sms, cu
   attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
-  if (max_partials <= kFewPerThread * kFewMaxGroups) {
-    const int groups = max_partials <= kFewPerThread ? 1 : (max_partials <= 2 * kFewPerThread ? 2 : 4);
-    static_assert(kFewMaxGroups == 4 && kFewPerThread == 16, "groups: 1, 2 or 4; slots 4, 8 or 16");
-    cfg.gridDim = dim3(p.rows, kNumHeads);
-    cfg.blockDim = dim3(kLanes * groups);
-    switch (groups) {
-      case 1:
-        if (max_partials <= 4) return cudaLaunchKernelEx(&cfg, combine_few_kernel<1, 4>, p);
-        if (max_partials <= 8) return cudaLaunchKernelEx(&cfg, combine_few_kernel<1, 8>, p);
-        return cudaLaunchKernelEx(&cfg, combine_few_kernel<1, 16>, p);
-      case 2:
-        return cudaLaunchKernelEx(&cfg, combine_few_kernel<2, 16>, p);
-      default:
-        return cudaLaunchKernelEx(&cfg, combine_few_kernel<4, 16>, p);
-    }
-  }
-  // Dim chunks: up to 4 while (rows × heads) CTAs would not give every SM two.
-  int chunks = 1;
-  while (chunks < kMaxChunks && p.rows * kNumHeads * chunks < 2 * sms) chunks *= 2;
-  cfg.gridDim = dim3(p.rows, kNumHeads, chunks);
-  // One group per 16 partials (two rounds of 8 loads in flight) per 128 dim lanes, at most 512 threads.
-  const int lanes = kLanes / chunks;
-  cfg.blockDim = dim3(lanes * std::clamp(chunks * ((max_partials + 15) / 16), 1, kMaxThreads / lanes));
-  return cudaLaunchKernelEx(&cfg, combine_kernel, p);
+  return p.partial_f16 ? launch_combine_as<true>(cfg, p, max_partials, sms)
+                       : launch_combine_as<false>(cfg, p, max_partials, sms);
 }
 
 }  // namespace mla::sm90

@@ -16,7 +16,7 @@
 //   O += P·V    mma.sync m16n8k16: warp w owns value dims [64w, 64w+64), V = the same rows
 //
 // No padding rows: M = 16 = the heads. Finished items write bf16 O and LSE; split items write
-// normalised fp32 partials that combine.cu merges by LSE.
+// normalised fp32 partials that combine.cu merges by LSE (fp32: fp16 measured slower here, perf-notes v67).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -84,8 +84,7 @@ struct alignas(128) Smem {
   alignas(16) float s_part[2][kNumHeads][Sh::kSPitch];             // S partials of the two dim halves
   float factor[kNumHeads];                                         // this tile's rescale of O per head
   float inv_l[kNumHeads];                                          // final 1/l (× value scale) per head
-  float omax[kWarps][kNumHeads];  // workspace partials: each warp's |O| max per head (partial.h's scale)
-  float cluster_lse[kNumHeads];   // cluster mode: this CTA's partial LSE, written before stage 0 is free
+  float cluster_lse[kNumHeads];  // cluster mode: this CTA's partial LSE, written before stage 0 is free
 };
 static_assert(sizeof(Smem<KvFormat::bf16>) <= 227 * 1024, "bf16 shared memory over the 227 KB limit");
 static_assert(sizeof(Smem<KvFormat::bf16>::raw[0]) >= sizeof(ClusterExchange),
@@ -393,7 +392,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     // (free after the barrier below), the LSE in cluster_lse.
     if (p.cluster > 0) cp_async_wait<0>();
     ClusterExchange& exchange = *reinterpret_cast<ClusterExchange*>(sm.raw[0]);
-    const PartialDst part = partial_dst(p, item, &exchange.o[0][0], sm.cluster_lse);
+    const PartialDst part = partial_dst<false>(p, item, &exchange.o[0][0], sm.cluster_lse);  // fp32
     if (si == 0) {
       sm.inv_l[sh] = st.inv_l() * p.value_scale;
       const float lse = st.lse();
@@ -403,63 +402,29 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
         p.lse[std::int64_t(item.request) * kNumHeads + sh] = lse;
       }
     }
+    __syncthreads();  // inv_l written; every warp is past its last P·V of the item
     // A lane's 4 values per 16-dim block and row: mma order puts dims 2c, 2c+1 in n-tile 2·blk and
-    // 8+2c, 9+2c in n-tile 2·blk+1. Workspace partials are fp16 with a scale per head (partial.h):
-    // the warp's |O| max of rows g, g + 8 meets the other warps' behind the barrier below.
-    const bool to_workspace = item.partial >= 0 && part.o != nullptr;
-    if (to_workspace) {
+    // 8+2c, 9+2c in n-tile 2·blk+1.
+    const float inv[2] = {sm.inv_l[g], sm.inv_l[g + 8]};
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float m = 0.f;
+    for (int blk = 0; blk < 4; ++blk) {
 #pragma unroll
-        for (int blk = 0; blk < 4; ++blk) {
-          const float* e = o[2 * blk] + 2 * half;
-          const float* f = o[2 * blk + 1] + 2 * half;
-          m = fmaxf(m, fmaxf(fmaxf(fabsf(e[0]), fabsf(e[1])), fmaxf(fabsf(f[0]), fabsf(f[1]))));
-        }
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-        if (c == 0) sm.omax[warp][g + 8 * half] = m;
-      }
-    }
-    __syncthreads();  // inv_l and omax written; every warp is past its last P·V of the item
-    float inv[2] = {sm.inv_l[g], sm.inv_l[g + 8]};
-    if (to_workspace) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = g + 8 * half;
-        float amax = 0.f;
-#pragma unroll
-        for (int w = 0; w < kWarps; ++w) amax = fmaxf(amax, sm.omax[w][row]);
-        const PartialScale ps = partial_scale(amax * fabsf(inv[half]));
-        inv[half] *= ps.to_half;
-        if (warp == 0 && c == 0) part.scale[row] = ps.scale;
-      }
-    }
-    // One unrolled store loop per destination (the branch taken once, not per store). `at`: the
-    // offset of dims 2c, 2c + 1 of a 16-dim block in a [16 × 512] row-major O.
-    const auto store_all = [&](auto store) {
-#pragma unroll
-      for (int blk = 0; blk < 4; ++blk) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {  // rows g, g+8
-          const float x = inv[half];
-          const float* e = o[2 * blk] + 2 * half;
-          const float* f = o[2 * blk + 1] + 2 * half;
-          const int at = (g + 8 * half) * kValueDim + warp * 64 + blk * 16 + 2 * c;
-          store(at, e[0] * x, e[1] * x);
-          store(at + 8, f[0] * x, f[1] * x);
+      for (int half = 0; half < 2; ++half) {  // rows g, g+8
+        const float x = inv[half];
+        const float* e = o[2 * blk] + 2 * half;
+        const float* f = o[2 * blk + 1] + 2 * half;
+        const std::int64_t row = g + 8 * half;
+        const int base = warp * 64 + blk * 16;
+        if (item.partial < 0) {
+          std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + row) * kValueDim + base;
+          *reinterpret_cast<std::uint32_t*>(out + 2 * c) = wg::bf16x2_rn(e[0] * x, e[1] * x);
+          *reinterpret_cast<std::uint32_t*>(out + 8 + 2 * c) = wg::bf16x2_rn(f[0] * x, f[1] * x);
+        } else {
+          float* out = part.o + row * kValueDim + base;
+          *reinterpret_cast<float2*>(out + 2 * c) = make_float2(e[0] * x, e[1] * x);
+          *reinterpret_cast<float2*>(out + 8 + 2 * c) = make_float2(f[0] * x, f[1] * x);
         }
       }
-    };
-    if (item.partial < 0) {
-      std::uint16_t* out = p.out + std::int64_t(item.request) * kNumHeads * kValueDim;
-      store_all([&](int at, float a, float b) { *reinterpret_cast<std::uint32_t*>(out + at) = wg::bf16x2_rn(a, b); });
-    } else if (to_workspace) {
-      store_all([&](int at, float a, float b) { *reinterpret_cast<std::uint32_t*>(part.o + at) = wg::f16x2_rn(a, b); });
-    } else {
-      store_all(
-          [&](int at, float a, float b) { *reinterpret_cast<float2*>(part.exchange_o + at) = make_float2(a, b); });
     }
     if (p.cluster > 0) {
       cluster_merge<kThreads>(p, item.request, &exchange.o[0][0], sm.cluster_lse, exchange.scratch);

@@ -22,26 +22,27 @@ struct DecodeParams {
   int page_shift;                  // log2(page_size) when paged (0, 4, 6); unused when contiguous
   const WorkItem* items;           // [num_items]
   int num_items;
-  int ctas;            // CTAs launched: CTA c takes items c, c + ctas, … (bf16); fp8 and MXFP4: ctas = num_items
-  float logit_scale;   // sm_scale · (fp8 tensor scale or 1)
-  float value_scale;   // fp8 tensor scale or 1 (applied to O)
-  std::uint16_t* out;  // [total_q × 16 × 512] bf16
-  float* lse;          // [total_q × 16] fp32 or null
-  std::uint16_t* partial_o;  // [max_partials × 16 × 512] fp16, normalised O / partial_scale
-  float* partial_scale;      // [max_partials × 16] a power of two per (piece, head): partial.h
-  float* partial_lse;        // [max_partials × 16] fp32
-  int cluster;               // 0: partials to the workspace (combine.cu); n: clusters of n CTAs, one per q
-                             // row, item k of the row on rank k, merged in the cluster (cluster_merge.h)
+  int ctas;              // CTAs launched: CTA c takes items c, c + ctas, … (bf16); fp8 and MXFP4: ctas = num_items
+  float logit_scale;     // sm_scale · (fp8 tensor scale or 1)
+  float value_scale;     // fp8 tensor scale or 1 (applied to O)
+  std::uint16_t* out;    // [total_q × 16 × 512] bf16
+  float* lse;            // [total_q × 16] fp32 or null
+  void* partial_o;       // [max_partials × 16 × 512] normalised O: fp32 (bf16 kernel) or fp16 (fp8, MXFP4)
+  float* partial_scale;  // [max_partials × 16] with fp16 partials: value = fp16 · scale (partial.h)
+  float* partial_lse;    // [max_partials × 16] fp32
+  int cluster;           // 0: partials to the workspace (combine.cu); n: clusters of n CTAs, one per q
+                         // row, item k of the row on rank k, merged in the cluster (cluster_merge.h)
 };
 
 struct CombineParams {
-  const RequestSplit* splits;      // [rows] one per q row (virtual request b · s_q + i)
-  int rows;                        // total_q
-  const std::uint16_t* partial_o;  // [max_partials × 16 × 512] fp16 (value = fp16 · partial_scale)
-  const float* partial_scale;      // [max_partials × 16]
-  const float* partial_lse;        // [max_partials × 16]
-  std::uint16_t* out;              // [total_q × 16 × 512] bf16
-  float* lse;                      // [total_q × 16] or null
+  const RequestSplit* splits;  // [rows] one per q row (virtual request b · s_q + i)
+  int rows;                    // total_q
+  const void* partial_o;       // [max_partials × 16 × 512] fp32, or fp16 (value = fp16 · partial_scale)
+  const float* partial_scale;  // [max_partials × 16] (fp16 partials)
+  bool partial_f16;            // the decode kernel's choice: fp16 (fp8, MXFP4) or fp32 (bf16)
+  const float* partial_lse;    // [max_partials × 16]
+  std::uint16_t* out;          // [total_q × 16 × 512] bf16
+  float* lse;                  // [total_q × 16] or null
 };
 
 }  // namespace mla::sm90

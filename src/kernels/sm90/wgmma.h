@@ -213,7 +213,7 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
                                              float amax_bound, DimOf dim_of) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int head[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
-  const bool to_workspace = item.partial >= 0 && part.o != nullptr;
+  const bool to_workspace = item.partial >= 0 && part.o16 != nullptr;
   const bool reduce = to_workspace && !kBounded;
   __syncthreads();  // red[] and omax[] free
 #pragma unroll
@@ -273,9 +273,9 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
     std::uint16_t* out = p.out + std::int64_t(item.request) * kNumHeads * kValueDim;
     store_all([&](int at, float a, float b) { *reinterpret_cast<std::uint32_t*>(out + at) = bf16x2_rn(a, b); });
   } else if (to_workspace) {
-    store_all([&](int at, float a, float b) { *reinterpret_cast<std::uint32_t*>(part.o + at) = f16x2_rn(a, b); });
+    store_all([&](int at, float a, float b) { *reinterpret_cast<std::uint32_t*>(part.o16 + at) = f16x2_rn(a, b); });
   } else {
-    store_all([&](int at, float a, float b) { *reinterpret_cast<float2*>(part.exchange_o + at) = make_float2(a, b); });
+    store_all([&](int at, float a, float b) { *reinterpret_cast<float2*>(part.o + at) = make_float2(a, b); });
   }
 }
 
@@ -289,7 +289,7 @@ __device__ __forceinline__ void finish_item(const DecodeParams& p, const WorkIte
                                             const float (&o)[kMTiles][8], float o_scale, float amax_bound,
                                             DimOf dim_of) {
   static_assert(sizeof(x.scratch) >= sizeof(float[kWarps][kNumHeads]), "omax fits the exchange's scratch");
-  write_output<kBounded>(p, item, partial_dst(p, item, &x.o[0][0], x.lse), red,
+  write_output<kBounded>(p, item, partial_dst<true>(p, item, &x.o[0][0], x.lse), red,
                          *reinterpret_cast<float(*)[kWarps][kNumHeads]>(x.scratch), st, o, o_scale, amax_bound, dim_of);
   if (p.cluster > 0) cluster_merge<kThreads>(p, item.request, &x.o[0][0], x.lse, x.scratch);
 }
