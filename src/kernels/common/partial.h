@@ -1,5 +1,6 @@
-// The split partials in the workspace, written by the decode kernels and the CPU backend and read by
-// the combines: per (piece, head) the normalised O as 512 fp16 values and one power-of-two scale,
+// The fp16 split partials in the workspace, written by the fp8 and MXFP4 kernels and the CPU backend
+// and read by the combines (the bf16 kernel writes fp32: fp16 measured slower there, perf-notes v67):
+// per (piece, head) the normalised O as 512 fp16 values and one power-of-two scale,
 // value = fp16 · scale. The scale puts the head's largest |value| in [2^14, 2^15): every value down
 // to 2^-28 of the largest keeps fp16's 11 significant bits (relative rounding ≤ 2^-11), nothing
 // overflows, and a partial is half the bytes of fp32 — 256 partials of 32 KB are 8.4 MB of writes

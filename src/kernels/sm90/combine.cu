@@ -1,10 +1,10 @@
 // sm90 split combine: merges the partials of requests whose KV was split over several work items
-// (fp16 × a scale per (piece, head): kernels/common/partial.h), by LSE, through the shared
-// SoftmaxState merge rule. Two kernels:
+// (fp32 from the bf16 kernel; fp16 × a scale per (piece, head) from fp8 and MXFP4, partial.h: the
+// kF16 instantiations), by LSE, through the shared SoftmaxState merge rule. Two kernels:
 //
-// combine_few_kernel<G, S> (rows of at most S·G pieces: G = 1 with S = 4, 8 or 16, and S = 16 with
-// G = 2 or 4): grid (q row, head), G groups of one thread per 4 value dims. Group g's thread loads
-// the LSEs and scales of partials g, g + G, … (at most S: the code is no longer than the row) and
+// combine_few_kernel<G, S, kF16> (rows of at most S·G pieces: G = 1 with S = 4, 8 or 16, and S = 16
+// with G = 2 or 4): grid (q row, head), G groups of one thread per 4 value dims. Group g's thread
+// loads the LSEs (and scales) of partials g, g + G, … (at most S: the code is no longer than the row) and
 // its 4 dims of them, all at once (one round trip to L2), and forms in registers the group's
 // state — m = the largest LSE, l = Σ exp(LSE − m): SoftmaxState's definition with every partial's
 // l = 1, what a chain of merge() calls gives — and Σ exp(LSE − m) · partial. With G = 1 that is the
