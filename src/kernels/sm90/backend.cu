@@ -178,7 +178,7 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
     c.rows = int(p.total_q);
     c.partial_o = d.partial_o;
     c.partial_scale = d.partial_scale;
-    c.partial_f16 = p.kv.format != KvFormat::bf16;  // the wgmma kernels write fp16 partials
+    c.partial_f16 = sm90::decode_partials_f16(p.kv.format);
     c.partial_lse = d.partial_lse;
     c.out = p.out;
     c.lse = p.lse;

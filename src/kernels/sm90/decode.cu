@@ -36,6 +36,8 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
+// Split partials in fp32: fp16 with a scale (partial.h) measured slower here (perf-notes v67).
+constexpr bool kPartialsF16 = false;
 
 constexpr int kTileTokens = 64;       // tokens per tile
 constexpr int kPitch = kHeadDim * 2;  // bytes per bf16 row in shared memory (chunks swizzled, no padding)
@@ -392,7 +394,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     // (free after the barrier below), the LSE in cluster_lse.
     if (p.cluster > 0) cp_async_wait<0>();
     ClusterExchange& exchange = *reinterpret_cast<ClusterExchange*>(sm.raw[0]);
-    const PartialDst part = partial_dst<false>(p, item, &exchange.o[0][0], sm.cluster_lse);  // fp32
+    const PartialDst part = partial_dst<kPartialsF16>(p, item, &exchange.o[0][0], sm.cluster_lse);
     if (si == 0) {
       sm.inv_l[sh] = st.inv_l() * p.value_scale;
       const float lse = st.lse();
@@ -503,7 +505,7 @@ int max_active_decode_clusters(const DecodeKernel& k, int n) {
 // bf16's kernels: one item per CTA, or walking several (kWalk).
 template <bool kWalk>
 DecodeKernel bf16_kernel_info() {
-  return {decode_kernel<KvFormat::bf16, kWalk>, kThreads, sizeof(Smem<KvFormat::bf16>), 1};
+  return {decode_kernel<KvFormat::bf16, kWalk>, kThreads, sizeof(Smem<KvFormat::bf16>), 1, kPartialsF16};
 }
 
 // The kernel that runs `format` (`walk`: CTAs walk several items; bf16 only).
@@ -550,6 +552,10 @@ int decode_grid(KvFormat format, std::span<const WorkItem> items, int cluster, i
 
 int decode_ctas_per_sm(KvFormat format) {
   return kernel_info(format, false).ctas_per_sm;
+}
+
+bool decode_partials_f16(KvFormat format) {
+  return kernel_info(format, false).partials_f16;
 }
 
 cudaError_t prepare_decode(KvFormat format) {

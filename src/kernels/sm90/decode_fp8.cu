@@ -486,7 +486,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 }  // namespace
 
 DecodeKernel decode_fp8_kernel_info() {
-  return {decode_fp8_kernel, kThreads, sizeof(Smem), Traits::kCtasPerSm};
+  return {decode_fp8_kernel, kThreads, sizeof(Smem), Traits::kCtasPerSm, kPartialsF16};
 }
 
 }  // namespace mla::sm90

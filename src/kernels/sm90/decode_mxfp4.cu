@@ -476,7 +476,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 }  // namespace
 
 DecodeKernel decode_mxfp4_kernel_info() {
-  return {decode_mxfp4_kernel, kThreads, sizeof(Smem), Traits::kCtasPerSm};
+  return {decode_mxfp4_kernel, kThreads, sizeof(Smem), Traits::kCtasPerSm, kPartialsF16};
 }
 
 }  // namespace mla::sm90

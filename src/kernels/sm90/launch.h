@@ -24,6 +24,8 @@ cudaError_t prepare_decode(KvFormat format);
 cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream);
 // How many clusters of n decode CTAs can be resident at once (0: clusters of n cannot run).
 int decode_max_active_clusters(KvFormat format, int n);
+// The type of the split partials `format`'s kernel writes (CombineParams::partial_f16).
+bool decode_partials_f16(KvFormat format);
 
 // One decode kernel as the dispatch (decode.cu) sees it. decode_fp8.cu and decode_mxfp4.cu each
 // describe their wgmma kernel (tokens in M, 64-token tiles); bf16's two are decode.cu's own.
@@ -32,6 +34,7 @@ struct DecodeKernel {
   int threads;                  // block size
   std::size_t smem;             // dynamic shared memory per CTA, bytes
   int ctas_per_sm;              // resident CTAs per SM (the planner's wave is SMs × this)
+  bool partials_f16;            // split partials: fp16 · scale (kernels/common/partial.h), else fp32
 };
 DecodeKernel decode_fp8_kernel_info();
 DecodeKernel decode_mxfp4_kernel_info();

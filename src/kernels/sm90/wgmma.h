@@ -18,6 +18,8 @@ namespace mla::sm90::wg {
 
 constexpr int kThreads = 128;  // one warpgroup
 constexpr int kWarps = kThreads / 32;
+// Split partials as fp16 · scale (kernels/common/partial.h): half the bytes (perf-notes v67).
+constexpr bool kPartialsF16 = true;
 constexpr int kTile = 64;                // tokens per tile: the wgmma M
 constexpr int kSteps = kHeadDim / 16;    // k16 steps of S (36)
 constexpr int kMTiles = kValueDim / 64;  // m64 tiles of Oᵀ (8)
@@ -289,7 +291,7 @@ __device__ __forceinline__ void finish_item(const DecodeParams& p, const WorkIte
                                             const float (&o)[kMTiles][8], float o_scale, float amax_bound,
                                             DimOf dim_of) {
   static_assert(sizeof(x.scratch) >= sizeof(float[kWarps][kNumHeads]), "omax fits the exchange's scratch");
-  write_output<kBounded>(p, item, partial_dst<true>(p, item, &x.o[0][0], x.lse), red,
+  write_output<kBounded>(p, item, partial_dst<kPartialsF16>(p, item, &x.o[0][0], x.lse), red,
                          *reinterpret_cast<float(*)[kWarps][kNumHeads]>(x.scratch), st, o, o_scale, amax_bound, dim_of);
   if (p.cluster > 0) cluster_merge<kThreads>(p, item.request, &x.o[0][0], x.lse, x.scratch);
 }
