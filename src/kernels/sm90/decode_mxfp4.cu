@@ -395,7 +395,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     float x[4][2];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int j0 = (i / 2) * 4 + (i % 2);
+      const int j0 = acc_reg(i);
       x[i][0] = v0 ? s[j0] * ls : -INFINITY;
       x[i][1] = v1 ? s[j0 + 2] * ls : -INFINITY;
     }

@@ -23,6 +23,11 @@ constexpr bool kPartialsF16 = true;
 constexpr int kTile = 64;                // tokens per tile: the wgmma M
 constexpr int kSteps = kHeadDim / 16;    // k16 steps of S (36)
 constexpr int kMTiles = kValueDim / 64;  // m64 tiles of Oᵀ (8)
+// An m64n16 accumulator (Sᵀ, Oᵀ: heads in N) gives a thread heads 2c, 2c+1, 8+2c, 9+2c (i = 0..3);
+// head i sits in register acc_reg(i) at row g and acc_reg(i) + 2 at row g + 8.
+constexpr int acc_reg(int i) {
+  return (i / 2) * 4 + (i % 2);
+}
 static_assert(kTile == 16 * kWarps, "each warp owns 16 tokens of the tile (wgmma M rows)");
 
 // Canonical K-major, no-swizzle wgmma layout: core matrices of 8 rows × 16 bytes (128 B,
@@ -228,7 +233,7 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
   if (reduce) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int j0 = (i / 2) * 4 + (i % 2);
+      const int j0 = acc_reg(i);
       float m = 0.f;
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) m = fmaxf(m, fmaxf(fabsf(o[mt][j0]), fabsf(o[mt][j0 + 2])));
@@ -266,7 +271,7 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
       const int dim = dim_of(mt);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int j0 = (i / 2) * 4 + (i % 2);
+        const int j0 = acc_reg(i);
         store(head[i] * kValueDim + dim, o[mt][j0] * inv[i], o[mt][j0 + 2] * inv[i]);
       }
     }
