@@ -57,6 +57,8 @@ struct Traits {
 static_assert(Traits::kChunks == Traits::kBlocks, "one 16-byte chunk holds exactly one scale block");
 static_assert(kSteps % Traits::kBatch == 0, "whole register batches");
 static_assert(kTile * Traits::kChunks % kThreads == 0, "whole raw chunks per thread");
+static_assert(Traits::kBatch % 4 == 0 && Traits::kBlocks % 2 == 0,
+              "every batch starts at an even block, every fac2 row at 8 bytes: k_factors' 8-byte loads");
 static_assert((Traits::kPitch / 16) % 2 == 1, "row pitch must rotate the 16-byte bank groups (ldmatrix rows)");
 
 struct Smem {
@@ -65,7 +67,7 @@ struct Smem {
   alignas(128) std::uint8_t vt[kValueDim / 8][kTile / 8][8][16];
   CoreTile<kNumHeads, 2 * kHeadDim> q;                     // Q, bf16, dims permuted
   CoreTile<kNumHeads, 2 * kTile> p;                        // P, bf16 [head][token]
-  alignas(16) std::uint32_t fac2[Traits::kBlocks][kTile];  // bf16 2^(s − R_w + 126), duplicated pair
+  alignas(16) std::uint32_t fac2[kTile][Traits::kBlocks];  // bf16 2^(s − R_w + 126), duplicated pair
   float red[kWarps][kNumHeads];                            // per-warp tile max (then l) per head
   int rw[kWarps];                                          // R_w of this tile per warp
 };
@@ -162,7 +164,9 @@ __device__ __forceinline__ ScaleRegs load_scales(const DecodeParams& p, const Kv
 
 // A tile's factors, straight from its scale registers: R_w = the largest E8M0 byte of the warp's
 // 16 tokens (its lanes hold exactly those, two per token; ≤ 253), and each token's factors
-// 2^(s − R_w + 126) as duplicated bf16 pairs in fac2[block][token] (exact powers of two: s ≤ R_w).
+// 2^(s − R_w + 126) as duplicated bf16 pairs in fac2[token][block] (exact powers of two: s ≤ R_w),
+// a block pair per 8-byte store. Rows are 72 bytes: the stores (2 wavefronts a warp) and k_factors'
+// 8-byte loads (8 tokens a warp) are conflict-free.
 // Only the warp itself reads its tokens' factors (hence __syncwarp, no block barrier).
 __device__ __forceinline__ int store_factors(Smem& sm, const ScaleRegs& sr, int t0, int end) {
   const int r = threadIdx.x / 2, half = threadIdx.x % 2;
@@ -183,8 +187,7 @@ __device__ __forceinline__ int store_factors(Smem& sm, const ScaleRegs& sr, int 
   for (int i = 0; i < 5; ++i) {
     if (half == 0 || i < 4) {
       const int b = 2 * (5 * half + i);
-      sm.fac2[b][r] = (v[i] & 0xFFu) * kDup + base;
-      sm.fac2[b + 1][r] = (v[i] >> 8) * kDup + base;
+      *reinterpret_cast<uint2*>(&sm.fac2[r][b]) = make_uint2((v[i] & 0xFFu) * kDup + base, (v[i] >> 8) * kDup + base);
     }
   }
   __syncwarp();
@@ -232,9 +235,13 @@ __device__ __forceinline__ void k_codes(const Smem& sm, int k0, KLoad& x) {
   ldmatrix_x4(x.r, row + (k0 / 2 + lane / 16) * 16);
 }
 __device__ __forceinline__ void k_factors(const Smem& sm, int k0, KLoad& x) {
-  const int t = 16 * (threadIdx.x / 32) + (threadIdx.x % 32) / 4, blk = k0 / 2;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) x.f[i] = sm.fac2[blk + i / 2][t + 8 * (i % 2)];
+  const int t = 16 * (threadIdx.x / 32) + (threadIdx.x % 32) / 4, blk = k0 / 2;  // blk even
+  const uint2 f0 = *reinterpret_cast<const uint2*>(&sm.fac2[t][blk]);
+  const uint2 f1 = *reinterpret_cast<const uint2*>(&sm.fac2[t + 8][blk]);
+  x.f[0] = f0.x;
+  x.f[1] = f1.x;
+  x.f[2] = f0.y;
+  x.f[3] = f1.y;
 }
 __device__ __forceinline__ KLoad k_load(const Smem& sm, int k0) {
   KLoad x;
