@@ -315,8 +315,6 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   }
   store_q(sm, p, q_regs);  // Q's loads have been in flight since the start
 
-  // This thread's 4 heads, in accumulator column order: 2c, 2c+1, 8+2c, 9+2c.
-  const int head[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
   SoftmaxState<float> st[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) st[i] = SoftmaxState<float>::empty();
@@ -342,7 +340,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     __syncthreads();                  // tile t landed everywhere; iteration t−1 finished everywhere
     if (t == 0) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) lscale[i] = sm.logit_scale[head[i]];
+      for (int i = 0; i < 4; ++i) lscale[i] = sm.logit_scale[acc_head(i, c)];
     }
     const int next = t + T::kStages - 1;
     const bool load_next = next < num_tiles;
@@ -403,7 +401,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     v_fragments(sm, stage, 0, va[0]);
     v_fragments(sm, stage, 1, va[1]);
 
-    // Online softmax. s[j0] / s[j0 + 2]: tokens g / g+8 of the warp, head column i (see head[]).
+    // Online softmax. s[j0] / s[j0 + 2]: tokens g / g+8 of the warp, head column i (acc_head).
     const int u0 = 16 * warp + g;  // tile tokens u0 and u0 + 8
     const bool v0 = t0 + u0 < item.kv_end, v1 = t0 + u0 + 8 < item.kv_end;
     float x[4][2];
@@ -418,7 +416,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     const float pscale = 1.f / T::kOutScale;  // P·2^8
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int h = head[i];
+      const int h = acc_head(i, c);
       const float p0 = SoftmaxState<float>::exp(x[i][0] - st[i].m), p1 = SoftmaxState<float>::exp(x[i][1] - st[i].m);
       st[i].add(p0 + p1);
       // P·2^8 = P_hi + P_lo (e4m3), token slots in the Vᵀ fragments' k order

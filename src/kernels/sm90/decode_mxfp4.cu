@@ -309,8 +309,6 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     scales_next = load_scales(p, rows, item.kv_begin + kTile, item.kv_end);
   }
 
-  // This thread's 4 heads, in accumulator column order: 2c, 2c+1, 8+2c, 9+2c.
-  const int head[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
   SoftmaxState<float> st[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) st[i] = SoftmaxState<float>::empty();
@@ -395,7 +393,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       for (int i = 0; i < T::kBatch; ++i) fence_regs(ka[b2][i]);
     }
 
-    // Online softmax. s[j0] / s[j0 + 2]: tokens g / g+8 of the warp, head column i (see head[]).
+    // Online softmax. s[j0] / s[j0 + 2]: tokens g / g+8 of the warp, head column i (acc_head).
     const int u0 = 16 * warp + g;  // tile tokens u0 and u0 + 8
     const bool v0 = t0 + u0 < item.kv_end, v1 = t0 + u0 + 8 < item.kv_end;
     const float ls = p.logit_scale * decode_e8m0(std::uint8_t(r_w));  // K = K' · 2^(R_w − 127)
@@ -425,7 +423,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     const float pscale = pow2_nonpositive(r_w - a_new);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int h = head[i];
+      const int h = acc_head(i, c);
       const float p0 = SoftmaxState<float>::exp(x[i][0] - st[i].m), p1 = SoftmaxState<float>::exp(x[i][1] - st[i].m);
       st[i].add(p0 + p1);
       std::uint8_t* base = &sm.p.bytes[h / 8][0][h % 8][0];  // bf16 P·2^(R_w − A), tokens in order

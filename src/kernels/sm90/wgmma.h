@@ -23,8 +23,12 @@ constexpr bool kPartialsF16 = true;
 constexpr int kTile = 64;                // tokens per tile: the wgmma M
 constexpr int kSteps = kHeadDim / 16;    // k16 steps of S (36)
 constexpr int kMTiles = kValueDim / 64;  // m64 tiles of Oᵀ (8)
-// An m64n16 accumulator (Sᵀ, Oᵀ: heads in N) gives a thread heads 2c, 2c+1, 8+2c, 9+2c (i = 0..3);
-// head i sits in register acc_reg(i) at row g and acc_reg(i) + 2 at row g + 8.
+// An m64n16 accumulator (Sᵀ, Oᵀ: heads in N) gives the thread of column pair c = lane % 4 the heads
+// acc_head(i, c) = 2c, 2c+1, 8+2c, 9+2c (i = 0..3); head i sits in register acc_reg(i) at row g and
+// acc_reg(i) + 2 at row g + 8.
+constexpr int acc_head(int i, int c) {
+  return 8 * (i / 2) + 2 * c + (i % 2);
+}
 constexpr int acc_reg(int i) {
   return (i / 2) * 4 + (i % 2);
 }
@@ -174,7 +178,6 @@ __device__ __forceinline__ QRegs fetch_q(const DecodeParams& p, int v) {
 __device__ __forceinline__ void tile_maxima(const float (&x)[4][2], SoftmaxState<float> (&st)[4], float slack,
                                             bool first, float (&red)[kWarps][kNumHeads], float (&f)[4]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-  const int head[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
   bool jump = false;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -193,12 +196,12 @@ __device__ __forceinline__ void tile_maxima(const float (&x)[4][2], SoftmaxState
   }
   if (g == 0) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) red[warp][head[i]] = mx[i];
+    for (int i = 0; i < 4; ++i) red[warp][acc_head(i, c)] = mx[i];
   }
   __syncthreads();  // red complete
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const int h = head[i];
+    const int h = acc_head(i, c);
     f[i] = st[i].rescale_to(fmaxf(fmaxf(red[0][h], red[1][h]), fmaxf(red[2][h], red[3][h])));
   }
 }
@@ -219,7 +222,6 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
                                              SoftmaxState<float> (&st)[4], const float (&o)[kMTiles][8], float o_scale,
                                              float amax_bound, DimOf dim_of) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-  const int head[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
   const bool to_workspace = item.partial >= 0 && part.o16 != nullptr;
   const bool reduce = to_workspace && !kBounded;
   __syncthreads();  // red[] and omax[] free
@@ -228,7 +230,7 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
     float l = st[i].l;
 #pragma unroll
     for (int off = 4; off < 32; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
-    if (g == 0) red[warp][head[i]] = l;
+    if (g == 0) red[warp][acc_head(i, c)] = l;
   }
   if (reduce) {
 #pragma unroll
@@ -239,14 +241,14 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
       for (int mt = 0; mt < kMTiles; ++mt) m = fmaxf(m, fmaxf(fabsf(o[mt][j0]), fabsf(o[mt][j0 + 2])));
 #pragma unroll
       for (int off = 4; off < 32; off <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-      if (g == 0) omax[warp][head[i]] = m;
+      if (g == 0) omax[warp][acc_head(i, c)] = m;
     }
   }
   __syncthreads();
   float inv[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const int h = head[i];
+    const int h = acc_head(i, c);
     st[i].l = red[0][h] + red[1][h] + red[2][h] + red[3][h];
     inv[i] = st[i].inv_l() * p.value_scale * o_scale;
     if (to_workspace) {
@@ -272,7 +274,7 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int j0 = acc_reg(i);
-        store(head[i] * kValueDim + dim, o[mt][j0] * inv[i], o[mt][j0 + 2] * inv[i]);
+        store(acc_head(i, c) * kValueDim + dim, o[mt][j0] * inv[i], o[mt][j0 + 2] * inv[i]);
       }
     }
   };
