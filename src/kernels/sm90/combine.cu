@@ -9,9 +9,9 @@
 // state — m = the largest LSE, l = Σ exp(LSE − m): SoftmaxState's definition with every partial's
 // l = 1, what a chain of merge() calls gives — and Σ exp(LSE − m) · partial. With G = 1 that is the
 // row (no shared memory, no barrier); else group 0 merges the other groups' states in group order
-// through shared memory and SoftmaxState::merge (one barrier). The CTA runs this code twice: once
-// before griddepcontrol.wait with every load and store switched off, so that the real pass finds
-// its instructions in the caches (perf-notes v70).
+// through shared memory and SoftmaxState::merge (one barrier). Warp 0 runs this code once more
+// before griddepcontrol.wait, with every load and store switched off, so that the real pass finds
+// its instructions in the caches (perf-notes v70c).
 //
 // combine_kernel (longer splits): grid (q row, head, dim chunk) — CTAs of rows the decode kernel
 // wrote directly return at once.
@@ -81,12 +81,13 @@ __global__ void __launch_bounds__(kLanes* kGroups) combine_few_kernel(const __gr
   const float* lse_of = p.partial_lse + std::int64_t(split.first_partial) * kNumHeads + h;  // stride kNumHeads
   const float* scale_of = p.partial_scale + std::int64_t(split.first_partial) * kNumHeads + h;
   const std::int64_t o_of = (std::int64_t(split.first_partial) * kNumHeads + h) * kValueDim + dim;  // in values
-  // Launched early (programmatic dependent launch), the CTA runs its code twice: pass 0 while the
-  // decode grid still runs, every load and store switched off (n = 0, no stores), only so that
-  // pass 1 — after griddepcontrol.wait, with the decode grid's partials — finds its instructions in
-  // the caches instead of fetching them cold.
+  // Launched early (programmatic dependent launch), warp 0 runs this code twice: pass 0 while the
+  // decode grid may still run, every load and store switched off (n = 0, no stores, no shared
+  // memory, no barrier), only so that pass 1 of every warp — after griddepcontrol.wait, with the
+  // decode grid's partials — finds its instructions in the caches instead of fetching them cold.
+  // One warp is enough to fill the SM's instruction cache and costs the SM little (v70c).
 #pragma unroll 1
-  for (int pass = opaque(0); pass < 2; ++pass) {
+  for (int pass = opaque(threadIdx.x < 32 ? 0 : 1); pass < 2; ++pass) {
     const bool real = pass == 1;
     if (real) asm volatile("griddepcontrol.wait;\n" ::: "memory");
     const int n = real ? split.num_partials : 0;
@@ -121,12 +122,13 @@ __global__ void __launch_bounds__(kLanes* kGroups) combine_few_kernel(const __gr
     if constexpr (kGroups > 1) {  // group 0 merges the others' states and sums in group order
       __shared__ float4 group_acc[kGroups - 1][kLanes];
       __shared__ SoftmaxState<float> group_st[kGroups - 1];
-      if (grp > 0 && real) {  // pass 0 writes nothing here; its group 0 reads values it discards
+      if (grp > 0) {  // pass 1 only: warp 0, the one warp in pass 0, is in group 0
         group_acc[grp - 1][lane] = acc;
         if (lane == 0) group_st[grp - 1] = st;
       }
-      __syncthreads();
-      if (grp == 0) {
+      if (real) __syncthreads();
+      if (grp > 0) continue;
+      if (real) {
 #pragma unroll
         for (int g = 0; g < kGroups - 1; ++g) {
           float wa, wb;
@@ -136,8 +138,6 @@ __global__ void __launch_bounds__(kLanes* kGroups) combine_few_kernel(const __gr
           acc.z = wa * acc.z + wb * x.z, acc.w = wa * acc.w + wb * x.w;
         }
       }
-      if (!real) __syncthreads();  // pass 0's reads before pass 1's writes
-      if (grp > 0) continue;
     }
     const float inv = st.inv_l();
     if (real) {
