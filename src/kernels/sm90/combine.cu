@@ -73,6 +73,7 @@ __device__ __forceinline__ float4 to_float4(const uint2& u) {
 template <int kGroups, int kSlots, bool kF16>
 __global__ void __launch_bounds__(kLanes* kGroups) combine_few_kernel(const __grid_constant__ CombineParams p) {
   static_assert(kSlots <= kFewPerThread && (kGroups == 1 || kSlots == kFewPerThread), "the launches below");
+  static_assert(kLanes % 32 == 0, "warp 0, the only warp in the warm pass, lies in group 0");
   const int b = blockIdx.x, h = blockIdx.y;  // b: q row (virtual request)
   const RequestSplit split = p.splits[b];    // written by plan(), not by the decode grid
   if (split.num_partials == 0) return;
