@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/common/bf16.h"
+#include "kernels/common/formats.h"
 
 namespace mla {
 namespace {
@@ -62,7 +63,6 @@ void parallel_ranges(std::int64_t n, std::int64_t min_per_thread, const Fn& fn) 
 // fp8
 
 constexpr std::uint8_t kE4m3Nan = 0x7F;
-constexpr float kFp8Max = 448.0f;
 
 // One element of the fp8 quantizer for a given (bf16-valued) scale: SPEC §2 steps 3 and 4.
 // A NaN quotient becomes 0x7F: PyTorch's float→bf16 rounding turns every NaN into +NaN (0x7FC0).
@@ -70,7 +70,7 @@ std::uint8_t encode_fp8_element(std::uint16_t x_bits, float scale) {
   const float q = bf16_to_float(x_bits) / scale;  // IEEE fp32 divide
   if (std::isnan(q)) return kE4m3Nan;
   float y = round_bf16(q);
-  y = std::min(std::max(y, -kFp8Max), kFp8Max);  // keeps −0
+  y = std::min(std::max(y, -kE4m3Max), kE4m3Max);  // keeps −0
   return float_to_e4m3_rne_satfinite(y);
 }
 

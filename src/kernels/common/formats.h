@@ -11,6 +11,8 @@
 
 namespace mla {
 
+inline constexpr float kE4m3Max = 448.0f;  // the largest finite |e4m3fn| value (0x7E: 1.75 · 2^8)
+
 // e4m3fn byte → float (exact).
 MLA_HD float decode_e4m3(std::uint8_t byte) {
   const std::uint32_t sign = std::uint32_t(byte & 0x80u) << 24;

@@ -36,7 +36,8 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-// Split partials in fp32: fp16 with a scale (partial.h) measured slower here (perf-notes v67).
+// Split partials in fp32: fp16 with a scale (partial.h) measured slower here, with a scale per head
+// (perf-notes v67) and per 64 value dims (v71).
 constexpr bool kPartialsF16 = false;
 
 constexpr int kTileTokens = 64;       // tokens per tile

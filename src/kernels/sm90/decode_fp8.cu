@@ -49,7 +49,6 @@ struct Traits {
   static constexpr int kPBytes = kTile;  // bytes per P row
   static constexpr int kPvSteps = 2;     // k32 steps of P·V per tile
   static constexpr float kOutScale = 1.f / 256.f;
-  static constexpr float kE4m3Max = 448.f;  // the largest |e4m3| value
   // A head's running max moves only when a tile's logits exceed it by more than this (tile_maxima):
   // P ≤ e^0.5 keeps P·2^8 ≤ 423 within e4m3's 448.
   static constexpr float kSlack = 0.5f;
@@ -478,7 +477,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   // Each output value is a weighted mean of e4m3 codes (|code| ≤ 448) times the tensor scale: the
   // partial's fp16 scale needs no |O| reduction.
   finish_item<true>(p, item, *reinterpret_cast<ClusterExchange*>(sm.kv[0]), sm.red, st, o, T::kOutScale,
-                    T::kE4m3Max * fabsf(p.value_scale), [&](int mt) { return v_row_dim(mt, warp, g); });
+                    kE4m3Max * fabsf(p.value_scale), [&](int mt) { return v_row_dim(mt, warp, g); });
 }
 
 }  // namespace

@@ -79,7 +79,7 @@ __device__ __forceinline__ void launch_dependents() {
 
 // x, hidden from the optimizer: a loop over passes that starts at opaque(0) is neither peeled nor
 // unrolled, so its body (one copy of the code) runs in every pass. Used to run code once with its
-// memory accesses switched off, so that the real pass finds it in the instruction caches (v70).
+// memory accesses switched off, so that the real pass finds it in the instruction caches (perf-notes v70c).
 __device__ __forceinline__ int opaque(int x) {
   asm volatile("" : "+r"(x));
   return x;
