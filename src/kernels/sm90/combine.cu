@@ -30,7 +30,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/common/bf16.h"
 #include "kernels/common/partial.h"
 #include "kernels/common/softmax_state.h"
 #include "kernels/sm90/launch.h"
@@ -144,7 +143,7 @@ __global__ void __launch_bounds__(kLanes* kGroups) combine_few_kernel(const __gr
     if (real) {
       std::uint16_t* out = p.out + (std::int64_t(b) * kNumHeads + h) * kValueDim + dim;
       *reinterpret_cast<uint2*>(out) =
-          make_uint2(bf16x2_bits(acc.x * inv, acc.y * inv), bf16x2_bits(acc.z * inv, acc.w * inv));
+          make_uint2(bf16x2_rn(acc.x * inv, acc.y * inv), bf16x2_rn(acc.z * inv, acc.w * inv));
       if (p.lse != nullptr && threadIdx.x == 0) p.lse[std::int64_t(b) * kNumHeads + h] = st.lse();
     }
   }
@@ -235,7 +234,7 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(const __grid_const
     acc.x += x.x, acc.y += x.y, acc.z += x.z, acc.w += x.w;
   }
   std::uint16_t* out = p.out + (std::int64_t(b) * kNumHeads + h) * kValueDim + dim;
-  *reinterpret_cast<uint2*>(out) = make_uint2(bf16x2_bits(acc.x, acc.y), bf16x2_bits(acc.z, acc.w));
+  *reinterpret_cast<uint2*>(out) = make_uint2(bf16x2_rn(acc.x, acc.y), bf16x2_rn(acc.z, acc.w));
   if (p.lse != nullptr && threadIdx.x == 0 && blockIdx.z == 0) p.lse[std::int64_t(b) * kNumHeads + h] = st.lse();
 }
 

@@ -347,7 +347,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
         for (int i = 0; i < kN; i += 4) {
           *reinterpret_cast<uint2*>(p_at(kv, sh, 2 * (kN * si + i))) =
-              make_uint2(wg::bf16x2_rn(pv[i], pv[i + 1]), wg::bf16x2_rn(pv[i + 2], pv[i + 3]));
+              make_uint2(bf16x2_rn(pv[i], pv[i + 1]), bf16x2_rn(pv[i + 2], pv[i + 3]));
         }
         if (si == 0) sm.factor[sh] = f;
       }
@@ -407,27 +407,28 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     }
     __syncthreads();  // inv_l written; every warp is past its last P·V of the item
     // A lane's 4 values per 16-dim block and row: mma order puts dims 2c, 2c+1 in n-tile 2·blk and
-    // 8+2c, 9+2c in n-tile 2·blk+1.
+    // 8+2c, 9+2c in n-tile 2·blk+1. One unrolled store loop per destination (the branch taken once,
+    // as in wg::write_output); `at` = row·512 + dim, a constant offset from the thread's first.
     const float inv[2] = {sm.inv_l[g], sm.inv_l[g + 8]};
+    const auto store_all = [&](auto store) {
 #pragma unroll
-    for (int blk = 0; blk < 4; ++blk) {
+      for (int blk = 0; blk < 4; ++blk) {
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {  // rows g, g+8
-        const float x = inv[half];
-        const float* e = o[2 * blk] + 2 * half;
-        const float* f = o[2 * blk + 1] + 2 * half;
-        const std::int64_t row = g + 8 * half;
-        const int base = warp * 64 + blk * 16;
-        if (item.partial < 0) {
-          std::uint16_t* out = p.out + (std::int64_t(item.request) * kNumHeads + row) * kValueDim + base;
-          *reinterpret_cast<std::uint32_t*>(out + 2 * c) = wg::bf16x2_rn(e[0] * x, e[1] * x);
-          *reinterpret_cast<std::uint32_t*>(out + 8 + 2 * c) = wg::bf16x2_rn(f[0] * x, f[1] * x);
-        } else {
-          float* out = part.o + row * kValueDim + base;
-          *reinterpret_cast<float2*>(out + 2 * c) = make_float2(e[0] * x, e[1] * x);
-          *reinterpret_cast<float2*>(out + 8 + 2 * c) = make_float2(f[0] * x, f[1] * x);
+        for (int half = 0; half < 2; ++half) {  // rows g, g+8
+          const float x = inv[half];
+          const float* e = o[2 * blk] + 2 * half;
+          const float* f = o[2 * blk + 1] + 2 * half;
+          const int at = (g + 8 * half) * kValueDim + warp * 64 + blk * 16 + 2 * c;
+          store(at, e[0] * x, e[1] * x);
+          store(at + 8, f[0] * x, f[1] * x);
         }
       }
+    };
+    if (item.partial < 0) {
+      std::uint16_t* out = p.out + std::int64_t(item.request) * kNumHeads * kValueDim;
+      store_all([&](int at, float a, float b) { *reinterpret_cast<std::uint32_t*>(out + at) = bf16x2_rn(a, b); });
+    } else {
+      store_all([&](int at, float a, float b) { *reinterpret_cast<float2*>(part.o + at) = make_float2(a, b); });
     }
     if (p.cluster > 0) {
       cluster_merge<kThreads>(p, item.request, &exchange.o[0][0], sm.cluster_lse, exchange.scratch);

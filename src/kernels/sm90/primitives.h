@@ -77,6 +77,26 @@ __device__ __forceinline__ void launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
+// ── conversions ─────────────────────────────────────────────────────────────────────────────────
+// fp32 → bf16 (round to nearest even), one instruction; the pair packs `lo` into the low half.
+// (float_to_bf16 in bf16.h is the host recipe, the CPU backend's; they differ only in a NaN's payload.)
+__device__ __forceinline__ std::uint16_t bf16_rn(float x) {
+  std::uint16_t r;
+  asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ std::uint32_t bf16x2_rn(float lo, float hi) {
+  std::uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+// fp32 → fp16 pair (round to nearest even, as partial.h's float_to_half), `lo` in the low half.
+__device__ __forceinline__ std::uint32_t f16x2_rn(float lo, float hi) {
+  std::uint32_t r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
 // x, hidden from the optimizer: a loop over passes that starts at opaque(0) is neither peeled nor
 // unrolled, so its body (one copy of the code) runs in every pass. Used to run code once with its
 // memory accesses switched off, so that the real pass finds it in the instruction caches (perf-notes v70c).

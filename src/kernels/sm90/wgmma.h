@@ -115,26 +115,6 @@ __device__ __forceinline__ void wgmma_ss_bf16_mn(float (&d)[8], std::uint64_t a,
       : "l"(a), "l"(b));
 }
 
-// ── conversions ─────────────────────────────────────────────────────────────────────────────────
-// fp32 → bf16 (round to nearest even), one instruction; the pair packs `lo` into the low half.
-// (float_to_bf16 is the host-and-device bit recipe; they differ only in the NaN payload.)
-__device__ __forceinline__ std::uint16_t bf16_rn(float x) {
-  std::uint16_t r;
-  asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
-  return r;
-}
-__device__ __forceinline__ std::uint32_t bf16x2_rn(float lo, float hi) {
-  std::uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-// fp32 → fp16 pair (round to nearest even, as partial.h's float_to_half), `lo` in the low half.
-__device__ __forceinline__ std::uint32_t f16x2_rn(float lo, float hi) {
-  std::uint32_t r;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
 // ── Q ───────────────────────────────────────────────────────────────────────────────────────────
 // fetch_q issues Q's loads of q row `v` (first thing in a kernel: they need only the work item);
 // each kernel's store_q converts and stores them in its own layout. Piece j of a thread (8 bf16
