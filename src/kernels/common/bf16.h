@@ -41,6 +41,12 @@ MLA_HD std::uint16_t float_to_bf16(float f) {
   return std::uint16_t(u >> 16);
 }
 
+// Two floats → their bf16 pair as one word (`lo` in the low half), by float_to_bf16. Device code
+// uses primitives.h's bf16x2_rn (one cvt; the same bits but a NaN's payload), except cluster_merge.h.
+MLA_HD std::uint32_t bf16x2_bits(float lo, float hi) {
+  return std::uint32_t(float_to_bf16(lo)) | (std::uint32_t(float_to_bf16(hi)) << 16);
+}
+
 MLA_HD float round_bf16(float f) {
   return bf16_to_float(float_to_bf16(f));
 }

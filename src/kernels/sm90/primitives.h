@@ -79,7 +79,7 @@ __device__ __forceinline__ void launch_dependents() {
 
 // ── conversions ─────────────────────────────────────────────────────────────────────────────────
 // fp32 → bf16 (round to nearest even), one instruction; the pair packs `lo` into the low half.
-// (float_to_bf16 in bf16.h is the host recipe, the CPU backend's; they differ only in a NaN's payload.)
+// (bf16.h's float_to_bf16 is the host recipe; they differ only in a NaN's payload.)
 __device__ __forceinline__ std::uint16_t bf16_rn(float x) {
   std::uint16_t r;
   asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
