@@ -161,6 +161,7 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   d.items = reinterpret_cast<const WorkItem*>(base + layout.items_offset);
   d.num_items = plan.num_work_items;
   d.ctas = plan.grid;
+  d.max_item_tokens = plan.tokens_per_split;
   const float kv_scale = p.kv.format == KvFormat::fp8 ? p.kv.fp8_scale : 1.0f;
   d.logit_scale = p.sm_scale * kv_scale;
   d.value_scale = kv_scale;

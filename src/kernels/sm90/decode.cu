@@ -510,13 +510,14 @@ DecodeKernel bf16_kernel_info() {
   return {decode_kernel<KvFormat::bf16, kWalk>, kThreads, sizeof(Smem<KvFormat::bf16>), 1, kPartialsF16};
 }
 
-// The kernel that runs `format` (`walk`: CTAs walk several items; bf16 only).
-DecodeKernel kernel_info(KvFormat format, bool walk) {
+// The kernel that runs `format`: its general instantiation, or the specialised one (`special`):
+// bf16 CTAs walking several items, fp8 items of at most two tiles.
+DecodeKernel kernel_info(KvFormat format, bool special) {
   switch (format) {
     case KvFormat::bf16:
-      return walk ? bf16_kernel_info<true>() : bf16_kernel_info<false>();
+      return special ? bf16_kernel_info<true>() : bf16_kernel_info<false>();
     case KvFormat::fp8:
-      return decode_fp8_kernel_info();
+      return decode_fp8_kernel_info(special);
     case KvFormat::mxfp4:
       return decode_mxfp4_kernel_info();
   }
@@ -562,15 +563,26 @@ bool decode_partials_f16(KvFormat format) {
 
 cudaError_t prepare_decode(KvFormat format) {
   const cudaError_t e = prepare_decode_kernel(kernel_info(format, false));
-  return e != cudaSuccess || format != KvFormat::bf16 ? e : prepare_decode_kernel(kernel_info(format, true));
+  return e != cudaSuccess || format == KvFormat::mxfp4 ? e : prepare_decode_kernel(kernel_info(format, true));
 }
 
 int decode_max_active_clusters(KvFormat format, int n) {
-  return max_active_decode_clusters(kernel_info(format, false), n);  // cluster mode never walks
+  return max_active_decode_clusters(kernel_info(format, false), n);  // the same resources either way
 }
 
 cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream) {
-  return launch_decode_kernel(kernel_info(format, p.ctas < p.num_items), p, stream);
+  bool special = false;
+  switch (format) {
+    case KvFormat::bf16:
+      special = p.ctas < p.num_items;  // walking
+      break;
+    case KvFormat::fp8:
+      special = p.max_item_tokens <= kFp8ShortTokens;  // short items
+      break;
+    case KvFormat::mxfp4:
+      break;
+  }
+  return launch_decode_kernel(kernel_info(format, special), p, stream);
 }
 
 }  // namespace mla::sm90

@@ -286,6 +286,10 @@ __device__ __forceinline__ void v_fragments(const Smem& sm, int stage, int grp,
 }
 
 // ── the kernel ──────────────────────────────────────────────────────────────────────────────────
+// kShort: every item has at most kStages tiles (launch_decode checks DecodeParams::max_item_tokens):
+// all of them are copied before the tile loop, which then holds no copy code.
+static_assert(kFp8ShortTokens == Traits::kStages * kTile, "short items: one stage per tile");
+template <bool kShort>
 __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     decode_fp8_kernel(const __grid_constant__ DecodeParams p) {
   using T = Traits;
@@ -304,7 +308,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   mbar_init_fence();
   __syncthreads();
 #pragma unroll
-  for (int s = 0; s < T::kStages - 1; ++s) {
+  for (int s = 0; s < (kShort ? T::kStages : T::kStages - 1); ++s) {
     if (s < num_tiles) {
       const TileSource ts = tile_source(p, rows, item.kv_begin + s * kTile, item.kv_end);
       copy_tile<0>(sm, s, ts);
@@ -342,7 +346,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       for (int i = 0; i < 4; ++i) lscale[i] = sm.logit_scale[acc_head(i, c)];
     }
     const int next = t + T::kStages - 1;
-    const bool load_next = next < num_tiles;
+    const bool load_next = !kShort && next < num_tiles;
     TileSource next_src{};  // resolved now, copied among the S batches
     if (load_next) next_src = tile_source(p, rows, item.kv_begin + next * kTile, item.kv_end);
 
@@ -482,8 +486,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 
 }  // namespace
 
-DecodeKernel decode_fp8_kernel_info() {
-  return {decode_fp8_kernel, kThreads, sizeof(Smem), Traits::kCtasPerSm, kPartialsF16};
+DecodeKernel decode_fp8_kernel_info(bool short_items) {
+  return {short_items ? decode_fp8_kernel<true> : decode_fp8_kernel<false>, kThreads, sizeof(Smem), Traits::kCtasPerSm,
+          kPartialsF16};
 }
 
 }  // namespace mla::sm90

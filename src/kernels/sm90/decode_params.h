@@ -32,6 +32,7 @@ struct DecodeParams {
   float* partial_lse;    // [max_partials × 16] fp32
   int cluster;           // 0: partials to the workspace (combine.cu); n: clusters of n CTAs, one per q
                          // row, item k of the row on rank k, merged in the cluster (cluster_merge.h)
+  int max_item_tokens;   // ≥ every item's kv_end − kv_begin (the plan's tokens_per_split): picks fp8's kernel
 };
 
 struct CombineParams {
