@@ -286,9 +286,9 @@ __device__ __forceinline__ void v_fragments(const Smem& sm, int stage, int grp,
 }
 
 // ── the kernel ──────────────────────────────────────────────────────────────────────────────────
-// kShort: every item has at most kStages tiles (launch_decode checks DecodeParams::max_item_tokens):
-// all of them are copied before the tile loop, which then holds no copy code.
-static_assert(kFp8ShortTokens == Traits::kStages * kTile, "short items: one stage per tile");
+// kShort: every item has at most one tile (launch_decode checks DecodeParams::max_item_tokens): the
+// prologue's copy is the only one, and the tile loop holds no copy code (perf-notes v76).
+static_assert(kFp8ShortTokens == (Traits::kStages - 1) * kTile, "short items: the tiles the prologue copies");
 template <bool kShort>
 __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     decode_fp8_kernel(const __grid_constant__ DecodeParams p) {
@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   mbar_init_fence();
   __syncthreads();
 #pragma unroll
-  for (int s = 0; s < (kShort ? T::kStages : T::kStages - 1); ++s) {
+  for (int s = 0; s < T::kStages - 1; ++s) {
     if (s < num_tiles) {
       const TileSource ts = tile_source(p, rows, item.kv_begin + s * kTile, item.kv_end);
       copy_tile<0>(sm, s, ts);

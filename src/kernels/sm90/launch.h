@@ -36,9 +36,9 @@ struct DecodeKernel {
   int ctas_per_sm;              // resident CTAs per SM (the planner's wave is SMs × this)
   bool partials_f16;            // split partials: fp16 · scale (kernels/common/partial.h), else fp32
 };
-// fp8: the kernel for items of at most kFp8ShortTokens KV tokens (every tile copied before the tile
+// fp8: the kernel for items of at most kFp8ShortTokens KV tokens (one tile, copied before the tile
 // loop, which holds no copy code; perf-notes v76), or the general one.
-constexpr int kFp8ShortTokens = 128;
+constexpr int kFp8ShortTokens = 64;
 DecodeKernel decode_fp8_kernel_info(bool short_items);
 DecodeKernel decode_mxfp4_kernel_info();
 
