@@ -122,11 +122,11 @@ TEST(GpuDecode, SplitRowsMergedInClustersAndByTheCombine) {
   }
 }
 
-// fp8 runs a kernel with no copy code in its tile loop when every work item is one tile
-// (DecodeParams::max_item_tokens ≤ 64, perf-notes v76), and the general kernel otherwise. Both are
-// checked against the reference, with the plan's item length asserted: contiguous, paged (pages of
-// 16 and 64, a ragged tail), rows split in two and merged in clusters, and one case with two-tile items.
-TEST(GpuDecode, Fp8OneTileItemsAndLongerOnes) {
+// fp8 and MXFP4 run a kernel with no code for a next tile when every work item is one tile
+// (DecodeParams::max_item_tokens ≤ 64, perf-notes v76, v77), and the general kernel otherwise. Both
+// are checked against the reference, with the plan's item length asserted: contiguous, paged (pages
+// of 16 and 64, a ragged tail), rows split in two and merged in clusters, and two-tile items.
+TEST(GpuDecode, OneTileItemsAndLongerOnes) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   struct Shape {
     std::vector<std::int32_t> lens;
@@ -137,22 +137,24 @@ TEST(GpuDecode, Fp8OneTileItemsAndLongerOnes) {
                           {{1, 63, 64, 65, 300}, 64, 64, 0},
                           {std::vector<std::int32_t>(128, 128), 0, 64, 2},
                           {std::vector<std::int32_t>(32, 1024), 0, 128, 0}};
-  for (const Shape& sh : shapes) {
-    CaseSpec spec;
-    spec.kv_lens = sh.lens;
-    spec.format = KvFormat::fp8;
-    spec.page_size = sh.page;
-    spec.spare_rows = sh.page > 0 ? 128 : 0;
-    spec.seed = 71 + int(sh.lens.size()) + sh.page;
-    GpuResult r;
-    ASSERT_NO_FATAL_FAILURE(run_case(spec, &r));
-    EXPECT_TRUE(r.cmp.ok()) << spec.name() << ": " << r.cmp.summary() << " | " << describe(r.plan);
-    EXPECT_EQ(r.cmp.nonfinite, 0) << spec.name();
-    EXPECT_TRUE(r.guards_ok) << spec.name();
-    EXPECT_EQ(r.plan.tokens_per_split, sh.tokens_per_split) << describe(r.plan);
-    EXPECT_EQ(r.plan.cluster_size, sh.cluster) << describe(r.plan);
-    std::printf("  %-48s %s | %d tokens per item\n", spec.name().c_str(), r.cmp.summary().c_str(),
-                r.plan.tokens_per_split);
+  for (KvFormat f : {KvFormat::fp8, KvFormat::mxfp4}) {
+    for (const Shape& sh : shapes) {
+      CaseSpec spec;
+      spec.kv_lens = sh.lens;
+      spec.format = f;
+      spec.page_size = sh.page;
+      spec.spare_rows = sh.page > 0 ? 128 : 0;
+      spec.seed = 71 + int(sh.lens.size()) + sh.page;
+      GpuResult r;
+      ASSERT_NO_FATAL_FAILURE(run_case(spec, &r));
+      EXPECT_TRUE(r.cmp.ok()) << spec.name() << ": " << r.cmp.summary() << " | " << describe(r.plan);
+      EXPECT_EQ(r.cmp.nonfinite, 0) << spec.name();
+      EXPECT_TRUE(r.guards_ok) << spec.name();
+      EXPECT_EQ(r.plan.tokens_per_split, sh.tokens_per_split) << describe(r.plan);
+      EXPECT_EQ(r.plan.cluster_size, sh.cluster) << describe(r.plan);
+      std::printf("  %-48s %s | %d tokens per item\n", spec.name().c_str(), r.cmp.summary().c_str(),
+                  r.plan.tokens_per_split);
+    }
   }
 }
 

@@ -511,7 +511,7 @@ DecodeKernel bf16_kernel_info() {
 }
 
 // The kernel that runs `format`: its general instantiation, or the specialised one (`special`):
-// bf16 CTAs walking several items, fp8 items of at most two tiles.
+// bf16 CTAs walking several items, fp8 and MXFP4 items of one tile.
 DecodeKernel kernel_info(KvFormat format, bool special) {
   switch (format) {
     case KvFormat::bf16:
@@ -519,7 +519,7 @@ DecodeKernel kernel_info(KvFormat format, bool special) {
     case KvFormat::fp8:
       return decode_fp8_kernel_info(special);
     case KvFormat::mxfp4:
-      return decode_mxfp4_kernel_info();
+      return decode_mxfp4_kernel_info(special);
   }
   return bf16_kernel_info<false>();
 }
@@ -563,7 +563,7 @@ bool decode_partials_f16(KvFormat format) {
 
 cudaError_t prepare_decode(KvFormat format) {
   const cudaError_t e = prepare_decode_kernel(kernel_info(format, false));
-  return e != cudaSuccess || format == KvFormat::mxfp4 ? e : prepare_decode_kernel(kernel_info(format, true));
+  return e != cudaSuccess ? e : prepare_decode_kernel(kernel_info(format, true));
 }
 
 int decode_max_active_clusters(KvFormat format, int n) {
@@ -577,9 +577,8 @@ cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t s
       special = p.ctas < p.num_items;  // walking
       break;
     case KvFormat::fp8:
-      special = p.max_item_tokens <= kFp8ShortTokens;  // short items
-      break;
     case KvFormat::mxfp4:
+      special = p.max_item_tokens <= kShortItemTokens;  // one-tile items
       break;
   }
   return launch_decode_kernel(kernel_info(format, special), p, stream);

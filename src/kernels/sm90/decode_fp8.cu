@@ -288,7 +288,7 @@ __device__ __forceinline__ void v_fragments(const Smem& sm, int stage, int grp,
 // ── the kernel ──────────────────────────────────────────────────────────────────────────────────
 // kShort: every item has at most one tile (launch_decode checks DecodeParams::max_item_tokens): the
 // prologue's copy is the only one, and the tile loop holds no copy code (perf-notes v76).
-static_assert(kFp8ShortTokens == (Traits::kStages - 1) * kTile, "short items: the tiles the prologue copies");
+static_assert(kShortItemTokens == (Traits::kStages - 1) * kTile, "short items: the tiles the prologue copies");
 template <bool kShort>
 __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     decode_fp8_kernel(const __grid_constant__ DecodeParams p) {

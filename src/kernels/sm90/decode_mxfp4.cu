@@ -272,6 +272,9 @@ __device__ __forceinline__ void k_convert(Smem& sm, int k0, const KLoad& x, std:
 }
 
 // ── the kernel ──────────────────────────────────────────────────────────────────────────────────
+// kShort: every item has at most one tile (launch_decode checks DecodeParams::max_item_tokens): no
+// next tile's loads, stores or head start in the kernel (perf-notes v77).
+template <bool kShort>
 __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     decode_mxfp4_kernel(const __grid_constant__ DecodeParams p) {
   using T = Traits;
@@ -304,7 +307,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   }
   fence_proxy_async();  // Q stores (generic proxy) → wgmma reads (async proxy)
   __syncthreads();      // Q and tile 0 stored
-  if (num_tiles > 1) {
+  if (!kShort && num_tiles > 1) {
     raw_next = load_raw(p, rows, item.kv_begin + kTile, item.kv_end);
     scales_next = load_scales(p, rows, item.kv_begin + kTile, item.kv_end);
   }
@@ -410,7 +413,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 
     // The raw stage is free: tile t + 1 goes in from registers. (The scales of a warp's tokens are
     // stored and read by that warp alone.)
-    if (t + 1 < num_tiles) {
+    if (!kShort && t + 1 < num_tiles) {
       store_raw(sm, raw_next);
       r_w_next = store_factors(sm, scales_next, t0 + kTile, item.kv_end);  // S(t) has read fac2
     }
@@ -458,12 +461,12 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     }
     wgmma_commit();
     // Tile t + 2's loads go out here, after the P barrier's fence (which would wait for them).
-    if (t + 2 < num_tiles) {
+    if (!kShort && t + 2 < num_tiles) {
       raw_next = load_raw(p, rows, t0 + 2 * kTile, item.kv_end);
       scales_next = load_scales(p, rows, t0 + 2 * kTile, item.kv_end);
     }
     // Under P·V: the next tile's rope batch of S (it touches neither Vt, P nor O).
-    head_start(t + 1 < num_tiles);
+    head_start(!kShort && t + 1 < num_tiles);
   }
   wgmma_wait<0>();
 #pragma unroll
@@ -480,8 +483,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 
 }  // namespace
 
-DecodeKernel decode_mxfp4_kernel_info() {
-  return {decode_mxfp4_kernel, kThreads, sizeof(Smem), Traits::kCtasPerSm, kPartialsF16};
+DecodeKernel decode_mxfp4_kernel_info(bool short_items) {
+  return {short_items ? decode_mxfp4_kernel<true> : decode_mxfp4_kernel<false>, kThreads, sizeof(Smem),
+          Traits::kCtasPerSm, kPartialsF16};
 }
 
 }  // namespace mla::sm90

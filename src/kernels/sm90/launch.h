@@ -36,11 +36,11 @@ struct DecodeKernel {
   int ctas_per_sm;              // resident CTAs per SM (the planner's wave is SMs × this)
   bool partials_f16;            // split partials: fp16 · scale (kernels/common/partial.h), else fp32
 };
-// fp8: the kernel for items of at most kFp8ShortTokens KV tokens (one tile, copied before the tile
-// loop, which holds no copy code; perf-notes v76), or the general one.
-constexpr int kFp8ShortTokens = 64;
+// fp8 and MXFP4: the kernel for items of at most kShortItemTokens KV tokens (one tile: its loop holds
+// no code for a next tile; perf-notes v76, v77), or the general one.
+constexpr int kShortItemTokens = 64;
 DecodeKernel decode_fp8_kernel_info(bool short_items);
-DecodeKernel decode_mxfp4_kernel_info();
+DecodeKernel decode_mxfp4_kernel_info(bool short_items);
 
 // `max_partials`: most partials of one row (sizes the CTA: more partial groups for long splits);
 // `sms`: the device's SMs (few rows are spread over more CTAs, each a chunk of the value dims).
