@@ -192,8 +192,9 @@ __device__ __forceinline__ void q_fragments(std::uint32_t (&qa)[kKSteps][4], std
 }
 
 // kWalk: each CTA walks items blockIdx.x, + gridDim.x, … (more items than CTAs); without it each CTA
-// takes one item and the walking code compiles away.
-template <KvFormat F, bool kWalk>
+// takes one item and the walking code compiles away. kOneTile: one item per CTA, of at most one tile
+// (launch_decode checks DecodeParams::max_item_tokens): no copies after the prologue's (perf-notes v78).
+template <KvFormat F, bool kWalk, bool kOneTile>
 __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_constant__ DecodeParams p) {
   using T = Traits<F>;
   using Sh = TileShape<T::kTile>;
@@ -223,7 +224,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   // last two (`issued` below), or, where that item was too short, when the item starts.
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < tiles_of(item)) {
+    if ((!kOneTile || s == 0) && s < tiles_of(item)) {
       decoder_at<F>(p, base).load_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
     }
     cp_async_commit();
@@ -263,7 +264,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       // Tile t + 2 of this item, or past its end tile t + 2 − num_tiles of the next item.
       const int ahead = t + T::kStages - 1, k_next = ahead - num_tiles;
       const bool own = ahead < num_tiles;
-      const bool load_next = own || (kWalk && k_next < next_tiles);
+      const bool load_next = !kOneTile && (own || (kWalk && k_next < next_tiles));
       if (kWalk && !own && load_next) issued |= 1u << k_next;
       const Decoder<F> dec = decoder_at<F>(p, !kWalk || own ? base : next_base);
       typename Decoder<F>::Sources next_src{};
@@ -504,22 +505,33 @@ int max_active_decode_clusters(const DecodeKernel& k, int n) {
   return clusters;
 }
 
-// bf16's kernels: one item per CTA, or walking several (kWalk).
-template <bool kWalk>
+// bf16's kernels: one item per CTA, walking several (kWalk), or one item of one tile (kOneTile).
+template <bool kWalk, bool kOneTile = false>
 DecodeKernel bf16_kernel_info() {
-  return {decode_kernel<KvFormat::bf16, kWalk>, kThreads, sizeof(Smem<KvFormat::bf16>), 1, kPartialsF16};
+  return {decode_kernel<KvFormat::bf16, kWalk, kOneTile>, kThreads, sizeof(Smem<KvFormat::bf16>), 1, kPartialsF16};
 }
 
-// The kernel that runs `format`: its general instantiation, or the specialised one (`special`):
-// bf16 CTAs walking several items, fp8 and MXFP4 items of one tile.
-DecodeKernel kernel_info(KvFormat format, bool special) {
+// The instantiations of a format's kernel: the general one; bf16 CTAs walking several items; items of
+// at most one tile (kShortItemTokens), with no code for a next tile.
+enum class Variant { general, walking, one_tile };
+constexpr Variant kVariants[] = {Variant::general, Variant::walking, Variant::one_tile};
+
+DecodeKernel kernel_info(KvFormat format, Variant v) {
   switch (format) {
     case KvFormat::bf16:
-      return special ? bf16_kernel_info<true>() : bf16_kernel_info<false>();
+      switch (v) {
+        case Variant::general:
+          break;
+        case Variant::walking:
+          return bf16_kernel_info<true>();
+        case Variant::one_tile:
+          return bf16_kernel_info<false, true>();
+      }
+      return bf16_kernel_info<false>();
     case KvFormat::fp8:
-      return decode_fp8_kernel_info(special);
+      return decode_fp8_kernel_info(v == Variant::one_tile);
     case KvFormat::mxfp4:
-      return decode_mxfp4_kernel_info(special);
+      return decode_mxfp4_kernel_info(v == Variant::one_tile);
   }
   return bf16_kernel_info<false>();
 }
@@ -554,34 +566,31 @@ int decode_grid(KvFormat format, std::span<const WorkItem> items, int cluster, i
 }
 
 int decode_ctas_per_sm(KvFormat format) {
-  return kernel_info(format, false).ctas_per_sm;
+  return kernel_info(format, Variant::general).ctas_per_sm;
 }
 
 bool decode_partials_f16(KvFormat format) {
-  return kernel_info(format, false).partials_f16;
+  return kernel_info(format, Variant::general).partials_f16;
 }
 
 cudaError_t prepare_decode(KvFormat format) {
-  const cudaError_t e = prepare_decode_kernel(kernel_info(format, false));
-  return e != cudaSuccess ? e : prepare_decode_kernel(kernel_info(format, true));
+  for (Variant v : kVariants) {
+    const cudaError_t e = prepare_decode_kernel(kernel_info(format, v));  // fp8, MXFP4: walking = general
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
-
 int decode_max_active_clusters(KvFormat format, int n) {
-  return max_active_decode_clusters(kernel_info(format, false), n);  // the same resources either way
+  return max_active_decode_clusters(kernel_info(format, Variant::general), n);  // the same resources either way
 }
 
 cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream) {
-  bool special = false;
-  switch (format) {
-    case KvFormat::bf16:
-      special = p.ctas < p.num_items;  // walking
-      break;
-    case KvFormat::fp8:
-    case KvFormat::mxfp4:
-      special = p.max_item_tokens <= kShortItemTokens;  // one-tile items
-      break;
+  Variant v = Variant::general;
+  if (format == KvFormat::bf16 && p.ctas < p.num_items) {
+    v = Variant::walking;
+  } else if (p.max_item_tokens <= kShortItemTokens) {
+    v = Variant::one_tile;
   }
-  return launch_decode_kernel(kernel_info(format, special), p, stream);
+  return launch_decode_kernel(kernel_info(format, v), p, stream);
 }
-
 }  // namespace mla::sm90
