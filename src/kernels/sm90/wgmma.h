@@ -225,7 +225,7 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
     }
   }
   __syncthreads();
-  float inv[4], scale[4];
+  float inv[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int h = acc_head(i, c);
@@ -236,19 +236,14 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
           reduce ? fmaxf(fmaxf(omax[0][h], omax[1][h]), fmaxf(omax[2][h], omax[3][h])) * fabsf(inv[i]) : amax_bound;
       const PartialScale ps = partial_scale(amax);
       inv[i] *= ps.to_half;
-      scale[i] = ps.scale;
+      if (warp == 0 && g == 0) part.scale[h] = ps.scale;
     }
-  }
-  // The per-head LSEs (and fp16 scales) by the 4 lanes of warp 0 that hold every head: one branch
-  // around all their stores, not one per head (cold code: perf-notes v79).
-  if (warp == 0 && g == 0) {
-    float* lse = item.partial >= 0  ? part.lse
-                 : p.lse != nullptr ? p.lse + std::int64_t(item.request) * kNumHeads
-                                    : nullptr;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (lse != nullptr) lse[acc_head(i, c)] = st[i].lse();
-      if (to_workspace) part.scale[acc_head(i, c)] = scale[i];
+    if (warp == 0 && g == 0) {
+      if (item.partial >= 0) {
+        part.lse[h] = st[i].lse();
+      } else if (p.lse != nullptr) {
+        p.lse[std::int64_t(item.request) * kNumHeads + h] = st[i].lse();
+      }
     }
   }
   // One unrolled store loop per destination (the branch taken once, not per store).
