@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace mla {
@@ -111,6 +112,9 @@ struct Plan {
   void* workspace = nullptr;  // caller-owned; holds the work list and split partials
   int device_sms = 0;         // cuda: multiprocessors of the planned device
   int cluster_size = 0;       // cuda: split rows merged in clusters of this many CTAs (0: by a combine kernel)
+  // cuda: the work list, also on the host (backend-private): run() passes short lists in the launch
+  // parameters. Shared by copies of the plan; null for cpu.
+  std::shared_ptr<const void> host_work_list;
 };
 
 std::string describe(const Plan& plan);

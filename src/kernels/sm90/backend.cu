@@ -5,6 +5,8 @@
 // combine kernel.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -139,6 +141,7 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   pl.workspace = workspace;
   pl.device_sms = sms;
   pl.cluster_size = cluster;
+  pl.host_work_list = std::make_shared<const std::vector<WorkItem>>(std::move(items));
   *out = pl;
   return Status::success();
 }
@@ -162,6 +165,12 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   d.num_items = plan.num_work_items;
   d.ctas = plan.grid;
   d.max_item_tokens = plan.tokens_per_split;
+  const auto* host_items = static_cast<const std::vector<WorkItem>*>(plan.host_work_list.get());
+  if (host_items != nullptr && host_items->size() <= std::size_t(sm90::kParamItems) &&
+      host_items->size() == std::size_t(plan.num_work_items)) {
+    std::copy(host_items->begin(), host_items->end(), d.param_items);
+    d.num_param_items = plan.num_work_items;
+  }
   const float kv_scale = p.kv.format == KvFormat::fp8 ? p.kv.fp8_scale : 1.0f;
   d.logit_scale = p.sm_scale * kv_scale;
   d.value_scale = kv_scale;

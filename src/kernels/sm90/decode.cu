@@ -213,8 +213,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   const int stride = int(gridDim.x);  // this CTA's items: blockIdx.x, + stride, … (one in cluster mode)
 
   // item.request is a q row v = b · s_q + i (its KV range already cut to token i's causal length).
-  WorkItem item = p.items[blockIdx.x];
-  std::int64_t base = row_base_of(p, item);  // rows of the item's request
+  WorkItem item = kWalk ? p.items[blockIdx.x] : work_item(p, int(blockIdx.x));  // (walking lists are long)
+  std::int64_t base = row_base_of(p, item);                                     // rows of the item's request
   // Q of the first item (16 rows × 1152 bytes) joins the first tile's copy group, in stage 2.
   {
     const uint4* q = q_chunks(p, item.request);

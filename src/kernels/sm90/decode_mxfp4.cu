@@ -282,7 +282,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
   launch_dependents();  // the combine grid's launch latency hides behind this kernel
 
-  const WorkItem item = p.items[blockIdx.x];
+  const WorkItem item = work_item(p, int(blockIdx.x));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, c = lane % 4;           // accumulator row group / column pair
   const QRegs q_regs = fetch_q(p, item.request);  // in flight while the first tile's loads go out

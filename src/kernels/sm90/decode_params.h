@@ -9,6 +9,10 @@
 namespace mla::sm90 {
 
 constexpr int kMaxCluster = 16;  // CTAs per cluster in cluster mode (non-portable above 8)
+// Work lists of up to this many items also travel in the launch parameters (DecodeParams::
+// param_items): a CTA then reads its item from the constant bank, without a round trip to memory
+// before its first loads (perf-notes v80).
+constexpr int kParamItems = 64;
 
 struct DecodeParams {
   const std::uint16_t* q;          // [total_q × 16 × 576] bf16; work items name a q row v = b · s_q + i
@@ -33,6 +37,8 @@ struct DecodeParams {
   int cluster;           // 0: partials to the workspace (combine.cu); n: clusters of n CTAs, one per q
                          // row, item k of the row on rank k, merged in the cluster (cluster_merge.h)
   int max_item_tokens;   // ≥ every item's kv_end − kv_begin (the plan's tokens_per_split): picks fp8's kernel
+  int num_param_items;   // num_items when the items are in param_items too (≤ kParamItems), else 0
+  WorkItem param_items[kParamItems];  // [num_param_items] = items[0, num_param_items)
 };
 
 struct CombineParams {

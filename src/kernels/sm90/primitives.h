@@ -105,6 +105,12 @@ __device__ __forceinline__ int opaque(int x) {
   return x;
 }
 
+// Work item i: from the launch parameters when run() put the work list there (the constant bank,
+// no memory round trip before a CTA's first loads), else from the workspace.
+__device__ __forceinline__ WorkItem work_item(const DecodeParams& p, int i) {
+  return i < p.num_param_items ? p.param_items[i] : p.items[i];
+}
+
 // Logical token n of request b → its physical KV row (64-bit: the cache may exceed 2^31 bytes).
 struct KvRowMap {
   const DecodeParams& p;
