@@ -370,6 +370,49 @@ TEST(GpuDecode, TwoRunsBitIdenticalAndGraphReplayMatches) {
   }
 }
 
+// Work lists of up to 64 items travel in the launch parameters as well (DecodeParams::param_items,
+// perf-notes v80). A copy of the plan without its host work list makes the kernels read the
+// workspace instead, and the two runs must be bit-identical and match the reference. The shapes are
+// 4 × 1024 (64 one-tile items) and a paged ragged batch (16 items), in every format.
+TEST(GpuDecode, WorkListInParametersMatchesWorkspace) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (KvFormat f : kFormats) {
+    for (bool paged : {false, true}) {
+      CaseSpec spec = CaseSpec::uniform(4, 1024, f);
+      if (paged) {
+        spec.kv_lens = {700, 5, 64, 0, 129};
+        spec.page_size = 16;
+        spec.spare_rows = 64;
+      }
+      spec.seed = 91 + int(paged);
+      const HostInputs in = make_inputs(spec);
+      GpuCase gc;
+      ASSERT_NO_FATAL_FAILURE(prepare(in, &gc));
+      const std::unique_ptr<DeviceCase>& dc = gc.dc;
+      const Problem& p = gc.problem();
+      Plan pl;
+      ASSERT_TRUE(plan(p, Backend::cuda, gc.ws.get(), gc.ws.size(), &pl).ok());
+      ASSERT_LE(pl.num_work_items, 64) << describe(pl);
+      ASSERT_NE(pl.host_work_list, nullptr);
+      Plan from_workspace = pl;
+      from_workspace.host_work_list.reset();
+      std::vector<std::uint16_t> o1, o2;
+      std::vector<float> l1, l2;
+      ASSERT_TRUE(dc->poison_outputs().ok());
+      ASSERT_TRUE(run(p, pl, nullptr).ok());
+      ASSERT_TRUE(dc->download(&o1, &l1).ok());
+      ASSERT_TRUE(dc->poison_outputs().ok());
+      ASSERT_TRUE(run(p, from_workspace, nullptr).ok());
+      ASSERT_TRUE(dc->download(&o2, &l2).ok());
+      EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * 2)) << spec.name() << ": the two paths differ";
+      EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4)) << spec.name();
+      const Comparison cmp = compare(o1, l1, reference_decode(in.problem(nullptr, nullptr)));
+      EXPECT_TRUE(cmp.ok()) << spec.name() << ": " << cmp.summary();
+      EXPECT_EQ(cmp.nonfinite, 0) << spec.name();
+    }
+  }
+}
+
 // Malformed problems are rejected by plan() before anything is launched: the poisoned output
 // stays NaN.
 TEST(GpuDecode, MalformedInputsRejectedBeforeLaunch) {
