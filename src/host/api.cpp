@@ -4,6 +4,7 @@
 #include "cpu/cpu_backend.h"
 #include "host/cuda_backend.h"
 #include "host/validate.h"
+#include "kernels/sm90/decode_params.h"
 #include "mla/mla.h"
 
 namespace mla {
@@ -75,7 +76,22 @@ std::string describe(const Plan& plan) {
      << " tokens_per_split=" << plan.tokens_per_split << " split_requests=" << plan.num_split_requests
      << " max_partials=" << plan.max_request_partials << " grid=" << plan.grid << " workspace=" << plan.workspace_bytes
      << "B";
-  if (plan.backend == Backend::cuda) os << " sms=" << plan.device_sms << " cluster=" << plan.cluster_size;
+  if (plan.backend == Backend::cuda) {
+    os << " sms=" << plan.device_sms << " cluster=" << plan.cluster_size;
+    switch (sm90::decode_variant(plan.grid, plan.num_work_items, plan.tokens_per_split)) {
+      case sm90::DecodeVariant::general:
+        os << " kernel=general";
+        break;
+      case sm90::DecodeVariant::walking:
+        os << " kernel=walking";
+        break;
+      case sm90::DecodeVariant::one_tile:
+        os << " kernel=one-tile";
+        break;
+    }
+    const bool in_params = plan.host_work_list != nullptr && sm90::items_in_params(plan.num_work_items);
+    os << " items_from=" << (in_params ? "params" : "workspace");
+  }
   return os.str();
 }
 

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "host/planner.h"
+#include "kernels/sm90/decode_params.h"
+#include "mla/mla.h"
 #include "testing/inputs.h"
 
 namespace mla {
@@ -268,6 +270,40 @@ TEST(Planner, WorkspaceLayoutBounds) {
       }
     }
   }
+}
+
+// Which instantiation of the decode kernel a CUDA launch takes (launch_decode) and where its CTAs
+// read their work items (run()): both follow from the plan, and describe() prints them.
+TEST(Planner, DecodeVariantAndWorkListSourceFollowThePlan) {
+  using sm90::DecodeVariant;
+  EXPECT_EQ(sm90::decode_variant(132, 256, 4096), DecodeVariant::walking);  // bf16: more items than CTAs
+  EXPECT_EQ(sm90::decode_variant(64, 64, 64), DecodeVariant::one_tile);     // 4 × 1024: one tile per item
+  EXPECT_EQ(sm90::decode_variant(256, 256, 64), DecodeVariant::one_tile);   // one-tile items in clusters
+  EXPECT_EQ(sm90::decode_variant(256, 256, 128), DecodeVariant::general);   // two-tile items
+  EXPECT_EQ(sm90::decode_variant(132, 132, 65), DecodeVariant::general);
+  EXPECT_TRUE(sm90::items_in_params(sm90::kParamItems));
+  EXPECT_FALSE(sm90::items_in_params(sm90::kParamItems + 1));
+
+  Plan pl;
+  pl.backend = Backend::cuda;
+  pl.grid = pl.num_work_items = 64;
+  pl.tokens_per_split = 64;
+  pl.host_work_list = std::make_shared<const int>(0);  // describe() only asks whether there is one
+  std::string d = describe(pl);
+  EXPECT_NE(d.find("kernel=one-tile"), std::string::npos) << d;
+  EXPECT_NE(d.find("items_from=params"), std::string::npos) << d;
+  pl.host_work_list.reset();  // a plan without its host copy: run() reads the workspace
+  d = describe(pl);
+  EXPECT_NE(d.find("items_from=workspace"), std::string::npos) << d;
+  pl.num_work_items = 256;
+  pl.grid = 132;
+  pl.tokens_per_split = 4096;
+  d = describe(pl);
+  EXPECT_NE(d.find("kernel=walking"), std::string::npos) << d;
+  EXPECT_NE(d.find("items_from=workspace"), std::string::npos) << d;
+  pl.grid = 256;
+  d = describe(pl);
+  EXPECT_NE(d.find("kernel=general"), std::string::npos) << d;
 }
 
 }  // namespace

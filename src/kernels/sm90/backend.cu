@@ -166,7 +166,7 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   d.ctas = plan.grid;
   d.max_item_tokens = plan.tokens_per_split;
   const auto* host_items = static_cast<const std::vector<WorkItem>*>(plan.host_work_list.get());
-  if (host_items != nullptr && host_items->size() <= std::size_t(sm90::kParamItems) &&
+  if (host_items != nullptr && sm90::items_in_params(plan.num_work_items) &&
       host_items->size() == std::size_t(plan.num_work_items)) {
     std::copy(host_items->begin(), host_items->end(), d.param_items);
     d.num_param_items = plan.num_work_items;

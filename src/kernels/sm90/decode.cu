@@ -511,11 +511,10 @@ DecodeKernel bf16_kernel_info() {
   return {decode_kernel<KvFormat::bf16, kWalk, kOneTile>, kThreads, sizeof(Smem<KvFormat::bf16>), 1, kPartialsF16};
 }
 
-// The instantiations of a format's kernel: the general one; bf16 CTAs walking several items; items of
-// at most one tile (kShortItemTokens), with no code for a next tile.
-enum class Variant { general, walking, one_tile };
+using Variant = DecodeVariant;
 constexpr Variant kVariants[] = {Variant::general, Variant::walking, Variant::one_tile};
 
+// The kernel of `format` for variant v (fp8 and MXFP4 never walk: their general kernel).
 DecodeKernel kernel_info(KvFormat format, Variant v) {
   switch (format) {
     case KvFormat::bf16:
@@ -585,12 +584,7 @@ int decode_max_active_clusters(KvFormat format, int n) {
 }
 
 cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream) {
-  Variant v = Variant::general;
-  if (format == KvFormat::bf16 && p.ctas < p.num_items) {
-    v = Variant::walking;
-  } else if (p.max_item_tokens <= kShortItemTokens) {
-    v = Variant::one_tile;
-  }
-  return launch_decode_kernel(kernel_info(format, v), p, stream);
+  return launch_decode_kernel(kernel_info(format, decode_variant(p.ctas, p.num_items, p.max_item_tokens)), p, stream);
 }
+
 }  // namespace mla::sm90

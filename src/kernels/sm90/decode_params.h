@@ -13,6 +13,21 @@ constexpr int kMaxCluster = 16;  // CTAs per cluster in cluster mode (non-portab
 // param_items): a CTA then reads its item from the constant bank, without a round trip to memory
 // before its first loads (perf-notes v80).
 constexpr int kParamItems = 64;
+constexpr bool items_in_params(int num_items) {
+  return num_items <= kParamItems;
+}
+// Items of at most this many KV tokens (one tile) run each format's one-tile kernel, which has no
+// code for a next tile (perf-notes v76–v78).
+constexpr int kShortItemTokens = 64;
+
+// The instantiation of a format's decode kernel that a launch takes (launch_decode; describe()
+// prints it): CTAs walking several items each (only bf16 plans have fewer CTAs than items), the
+// one-tile kernel, or the general one.
+enum class DecodeVariant { general, walking, one_tile };
+constexpr DecodeVariant decode_variant(int ctas, int num_items, int max_item_tokens) {
+  if (ctas < num_items) return DecodeVariant::walking;
+  return max_item_tokens <= kShortItemTokens ? DecodeVariant::one_tile : DecodeVariant::general;
+}
 
 struct DecodeParams {
   const std::uint16_t* q;          // [total_q × 16 × 576] bf16; work items name a q row v = b · s_q + i

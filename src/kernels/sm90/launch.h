@@ -36,9 +36,7 @@ struct DecodeKernel {
   int ctas_per_sm;              // resident CTAs per SM (the planner's wave is SMs × this)
   bool partials_f16;            // split partials: fp16 · scale (kernels/common/partial.h), else fp32
 };
-// Items of at most kShortItemTokens KV tokens (one tile) run a kernel with no code for a next tile
-// (perf-notes v76–v78; decode.cu's launch_decode picks it). fp8's and MXFP4's kernels:
-constexpr int kShortItemTokens = 64;
+// fp8's and MXFP4's kernels: general, or for one-tile items (decode_params.h, decode_variant).
 DecodeKernel decode_fp8_kernel_info(bool short_items);
 DecodeKernel decode_mxfp4_kernel_info(bool short_items);
 
