@@ -78,6 +78,23 @@ void expect_correct(const CaseSpec& spec, bool with_lse = true) {
   expect_correct_inputs(make_inputs(spec), spec.name(), with_lse);
 }
 
+// Outputs of one run of `pl` into NaN-poisoned outputs, or of `graph_replays` replays of a CUDA graph
+// that captured it; and the check that two such runs are bit-identical.
+struct Outputs {
+  std::vector<std::uint16_t> out;
+  std::vector<float> lse;
+};
+void run_outputs(DeviceCase& dc, const Problem& p, const Plan& pl, Outputs* r, int graph_replays = 0) {
+  ASSERT_TRUE(dc.poison_outputs().ok());
+  const Status s = graph_replays > 0 ? run_in_graph(p, pl, graph_replays) : run(p, pl, nullptr);
+  ASSERT_TRUE(s.ok()) << s.message;
+  ASSERT_TRUE(dc.download(&r->out, &r->lse).ok());
+}
+void expect_identical(const Outputs& a, const Outputs& b, const std::string& what) {
+  EXPECT_EQ(0, std::memcmp(a.out.data(), b.out.data(), a.out.size() * 2)) << what;
+  EXPECT_EQ(0, std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * 4)) << what;
+}
+
 const KvFormat kFormats[] = {KvFormat::bf16, KvFormat::fp8, KvFormat::mxfp4};
 
 TEST(GpuDecode, UniformChallengeAndPeakedAllFormats) {
@@ -348,23 +365,13 @@ TEST(GpuDecode, TwoRunsBitIdenticalAndGraphReplayMatches) {
       ASSERT_TRUE(plan(p, Backend::cuda, gc.ws.get(), gc.ws.size(), &pl).ok());
       ASSERT_GT(pl.num_split_requests, 0) << "the case must split rows";
       ASSERT_EQ(pl.cluster_size, clustered ? 2 : 0) << describe(pl);
-      std::vector<std::uint16_t> o1, o2, o3;
-      std::vector<float> l1, l2, l3;
-      ASSERT_TRUE(dc->poison_outputs().ok());
-      ASSERT_TRUE(run(p, pl, nullptr).ok());
-      ASSERT_TRUE(dc->download(&o1, &l1).ok());
-      ASSERT_TRUE(dc->poison_outputs().ok());
-      ASSERT_TRUE(run(p, pl, nullptr).ok());
-      ASSERT_TRUE(dc->download(&o2, &l2).ok());
-      ASSERT_TRUE(dc->poison_outputs().ok());
-      Status s = run_in_graph(p, pl, 3);
-      ASSERT_TRUE(s.ok()) << s.message;
-      ASSERT_TRUE(dc->download(&o3, &l3).ok());
-      EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * 2)) << to_string(f) << ": two runs differ";
-      EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4)) << to_string(f);
-      EXPECT_EQ(0, std::memcmp(o1.data(), o3.data(), o1.size() * 2)) << to_string(f) << ": graph replay differs";
-      EXPECT_EQ(0, std::memcmp(l1.data(), l3.data(), l1.size() * 4)) << to_string(f);
-      const Comparison cmp = compare(o1, l1, reference_decode(in.problem(nullptr, nullptr)));
+      Outputs r1, r2, r3;
+      ASSERT_NO_FATAL_FAILURE(run_outputs(*dc, p, pl, &r1));
+      ASSERT_NO_FATAL_FAILURE(run_outputs(*dc, p, pl, &r2));
+      ASSERT_NO_FATAL_FAILURE(run_outputs(*dc, p, pl, &r3, 3));
+      expect_identical(r1, r2, std::string(to_string(f)) + ": two runs differ");
+      expect_identical(r1, r3, std::string(to_string(f)) + ": graph replay differs");
+      const Comparison cmp = compare(r1.out, r1.lse, reference_decode(in.problem(nullptr, nullptr)));
       EXPECT_TRUE(cmp.ok()) << cmp.summary();
     }
   }
@@ -396,17 +403,11 @@ TEST(GpuDecode, WorkListInParametersMatchesWorkspace) {
       ASSERT_NE(pl.host_work_list, nullptr);
       Plan from_workspace = pl;
       from_workspace.host_work_list.reset();
-      std::vector<std::uint16_t> o1, o2;
-      std::vector<float> l1, l2;
-      ASSERT_TRUE(dc->poison_outputs().ok());
-      ASSERT_TRUE(run(p, pl, nullptr).ok());
-      ASSERT_TRUE(dc->download(&o1, &l1).ok());
-      ASSERT_TRUE(dc->poison_outputs().ok());
-      ASSERT_TRUE(run(p, from_workspace, nullptr).ok());
-      ASSERT_TRUE(dc->download(&o2, &l2).ok());
-      EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * 2)) << spec.name() << ": the two paths differ";
-      EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4)) << spec.name();
-      const Comparison cmp = compare(o1, l1, reference_decode(in.problem(nullptr, nullptr)));
+      Outputs r1, r2;
+      ASSERT_NO_FATAL_FAILURE(run_outputs(*dc, p, pl, &r1));
+      ASSERT_NO_FATAL_FAILURE(run_outputs(*dc, p, from_workspace, &r2));
+      expect_identical(r1, r2, spec.name() + ": the two paths differ");
+      const Comparison cmp = compare(r1.out, r1.lse, reference_decode(in.problem(nullptr, nullptr)));
       EXPECT_TRUE(cmp.ok()) << spec.name() << ": " << cmp.summary();
       EXPECT_EQ(cmp.nonfinite, 0) << spec.name();
     }
