@@ -4,8 +4,8 @@
 // (128 threads), two CTAs per SM. Warp w owns tokens 16w..16w+15 of each 64-token tile (its 16 rows
 // of every wgmma M = 64). Per tile t:
 //
-//   raw      tile t as stored (E2M1 codes, rows padded by 16 bytes) and its factors (from the E8M0
-//            bytes) in shared memory; tile t + 1 in registers (global loads issued an iteration
+//   raw      tile t as stored (E2M1 codes; 16-byte chunks swizzled, raw_swizzle) and its factors
+//            (from the E8M0 bytes) in shared memory; tile t + 1 in registers (global loads issued an iteration
 //            ahead, after P·V's issue: a proxy fence waits for every load in flight), stored into
 //            the one raw stage once S(t) has read it.
 //   Sᵀ = K·Qᵀ   wgmma m64n16k16 bf16 RS, fp32 accumulation. A = K in registers: an ldmatrix of the
@@ -23,7 +23,7 @@
 //            32..35, which do not touch Vt).
 //
 // K is decoded once per tile, into registers for S and (its first 512 dims) into Vt for P·V: no V
-// fragments, no second decode. Shared memory per CTA ≈ 112 KB (Vt 64 KB).
+// fragments, no second decode. Shared memory per CTA ≈ 111 KB (Vt 64 KB).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -44,14 +44,13 @@ using namespace wg;
 
 struct Traits {
   static constexpr int kCtasPerSm = 2;
-  static constexpr int kRowBytes = kHeadDim / 2;    // two E2M1 codes per byte (288)
-  static constexpr int kPitch = kRowBytes + 16;     // shared-memory row: rotates the 16-byte bank groups
-  static constexpr int kChunks = kRowBytes / 16;    // 16-byte chunks per row = 32-element blocks (18)
-  static constexpr int kBlocks = kHeadDim / 32;     // E8M0 scale blocks per row (18)
-  static constexpr int kBatch = 4;                  // S k16 steps per register batch (one ldmatrix)
-  static constexpr int kBatches = kSteps / kBatch;  // 9
-  static constexpr int kVSteps = kValueDim / 16;    // S steps whose fragments are V (32)
-  static constexpr int kPvSteps = kTile / 16;       // k16 steps of P·V per tile
+  static constexpr int kRowBytes = kHeadDim / 2;                    // two E2M1 codes per byte (288)
+  static constexpr int kChunks = kRowBytes / 16;                    // 16-byte chunks per row = 32-element blocks (18)
+  static constexpr int kBlocks = kHeadDim / 32;                     // E8M0 scale blocks per row (18)
+  static constexpr int kBatch = 4;                                  // S k16 steps per register batch (one ldmatrix)
+  static constexpr int kBatches = kSteps / kBatch;                  // 9
+  static constexpr int kVSteps = kValueDim / 16;                    // S steps whose fragments are V (32)
+  static constexpr int kPvSteps = kTile / 16;                       // k16 steps of P·V per tile
   static constexpr int kRawPerThread = kTile * kChunks / kThreads;  // 16-byte raw chunks per thread (9)
 };
 static_assert(Traits::kChunks == Traits::kBlocks, "one 16-byte chunk holds exactly one scale block");
@@ -59,10 +58,10 @@ static_assert(kSteps % Traits::kBatch == 0, "whole register batches");
 static_assert(kTile * Traits::kChunks % kThreads == 0, "whole raw chunks per thread");
 static_assert(Traits::kBatch % 4 == 0 && Traits::kBlocks % 2 == 0,
               "every batch starts at an even block, every fac2 row at 8 bytes: k_factors' 8-byte loads");
-static_assert((Traits::kPitch / 16) % 2 == 1, "row pitch must rotate the 16-byte bank groups (ldmatrix rows)");
+static_assert(Traits::kChunks % 2 == 0, "raw_swizzle flips chunks within pairs: a pair must not straddle rows");
 
 struct Smem {
-  alignas(128) std::uint8_t kv[kTile][Traits::kPitch];  // raw tile: [token][E2M1 bytes + 16 pad]
+  alignas(128) std::uint8_t kv[kTile][Traits::kRowBytes];  // raw tile: [token][E2M1 bytes], chunks swizzled
   // Vt: core matrix (value rows 8r..8r+7, tokens 8j..8j+7) = vt[r][j], 8 tokens × 16 bytes.
   alignas(128) std::uint8_t vt[kValueDim / 8][kTile / 8][8][16];
   CoreTile<kNumHeads, 2 * kHeadDim> q;                     // Q, bf16, dims permuted
@@ -118,6 +117,14 @@ __device__ __forceinline__ int value_row_dim(int r) {
 // (stride 288) is one base address plus constants; otherwise (paged, padded rows, or the request's
 // last tile) each chunk's row is looked up, rows past `end` loading token t0's row (it exists; its
 // values meet P = 0 and masked logits only).
+// The raw tile's rows are unpadded (288 bytes); chunk c of row r sits at chunk c ^ raw_swizzle(r).
+// The 8 rows of an ldmatrix matrix (r0 .. r0 + 7, r0 a multiple of 8, one chunk) then hit 8 distinct
+// bank groups (rows r and r + 4 are 72 chunks ≡ 0 groups apart; their swizzles differ), and the flip
+// stays inside chunk pairs, which never straddle rows: a store of 8 consecutive chunks still hits
+// 8 distinct groups (a padded row of 304 bytes made the quarter-warps that cross a row conflict).
+__device__ __forceinline__ int raw_swizzle(int row) {
+  return (row >> 2) & 1;
+}
 struct RawRegs {
   uint4 x[Traits::kRawPerThread];
 };
@@ -141,18 +148,25 @@ __device__ __forceinline__ void store_raw(Smem& sm, const RawRegs& r) {
 #pragma unroll
   for (int i = 0; i < Traits::kRawPerThread; ++i) {
     const int idx = threadIdx.x + kThreads * i, row = idx / Traits::kChunks, chunk = idx % Traits::kChunks;
-    *reinterpret_cast<uint4*>(&sm.kv[row][chunk * 16]) = r.x[i];
+    *reinterpret_cast<uint4*>(&sm.kv[row][(chunk ^ raw_swizzle(row)) * 16]) = r.x[i];
   }
 }
 
-// E8M0 rows (18 bytes, 2-byte aligned) of the same tokens: thread → token tid/2, five or four of
-// its nine byte pairs (blocks 10·half ..), each zero-extended into its own register. Rows past `end`
-// load token t0's row; store_factors treats them as all-zero bytes.
+// E8M0 rows (18 bytes, 2-byte aligned) of the same tokens: lane l of warp w → token 16w + l % 16,
+// five (half = l / 16 = 0) or four (half 1) of its nine byte pairs (blocks 10·half ..), each
+// zero-extended into its own register. Rows past `end` load token t0's row; store_factors treats
+// them as all-zero bytes.
+__device__ __forceinline__ int scale_token() {
+  return 16 * int(threadIdx.x / 32) + int(threadIdx.x % 16);
+}
+__device__ __forceinline__ int scale_half() {
+  return int(threadIdx.x % 32) / 16;
+}
 struct ScaleRegs {
   std::uint32_t v[5];
 };
 __device__ __forceinline__ ScaleRegs load_scales(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
-  const int r = threadIdx.x / 2, half = threadIdx.x % 2;
+  const int r = scale_token(), half = scale_half();
   const std::int64_t row =
       rows.contiguous() && t0 + kTile <= end ? rows.row_base + t0 + r : rows.row_or_first(t0 + r, t0, end);
   const unsigned short* src = reinterpret_cast<const unsigned short*>(p.kv_scales + row * p.scale_stride) + 5 * half;
@@ -165,11 +179,12 @@ __device__ __forceinline__ ScaleRegs load_scales(const DecodeParams& p, const Kv
 // A tile's factors, straight from its scale registers: R_w = the largest E8M0 byte of the warp's
 // 16 tokens (its lanes hold exactly those, two per token; ≤ 253), and each token's factors
 // 2^(s − R_w + 126) as duplicated bf16 pairs in fac2[token][block] (exact powers of two: s ≤ R_w),
-// a block pair per 8-byte store. Rows are 72 bytes: the stores (2 wavefronts a warp) and k_factors'
-// 8-byte loads (8 tokens a warp) are conflict-free.
+// a block pair per 8-byte store. Rows are 72 bytes (18 banks apart, so the 16 tokens of a half-warp
+// hit 16 distinct bank pairs): the stores (2 wavefronts a warp) and k_factors' 8-byte loads (8
+// tokens a warp) are conflict-free.
 // Only the warp itself reads its tokens' factors (hence __syncwarp, no block barrier).
 __device__ __forceinline__ int store_factors(Smem& sm, const ScaleRegs& sr, int t0, int end) {
-  const int r = threadIdx.x / 2, half = threadIdx.x % 2;
+  const int r = scale_token(), half = scale_half();
   const std::uint32_t keep = t0 + r < end ? 0xFFFFu : 0u;
   std::uint32_t v[5], m = 0;
 #pragma unroll
@@ -231,8 +246,8 @@ struct KLoad {
 };
 __device__ __forceinline__ void k_codes(const Smem& sm, int k0, KLoad& x) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const std::uint8_t* row = sm.kv[16 * warp + lane % 8 + 8 * ((lane / 8) % 2)];
-  ldmatrix_x4(x.r, row + (k0 / 2 + lane / 16) * 16);
+  const int r = 16 * warp + lane % 8 + 8 * ((lane / 8) % 2);
+  ldmatrix_x4(x.r, sm.kv[r] + (k0 / 2 + ((lane / 16) ^ raw_swizzle(r))) * 16);  // k0 / 2 even
 }
 __device__ __forceinline__ void k_factors(const Smem& sm, int k0, KLoad& x) {
   const int t = 16 * (threadIdx.x / 32) + (threadIdx.x % 32) / 4, blk = k0 / 2;  // blk even
