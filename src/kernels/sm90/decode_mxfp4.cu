@@ -299,7 +299,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 
   const WorkItem item = work_item(p, int(blockIdx.x));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, c = lane % 4;           // accumulator row group / column pair
+  const int g = lane / 4;                         // accumulator row group
   const QRegs q_regs = fetch_q(p, item.request);  // in flight while the first tile's loads go out
   const KvRowMap rows(p, item);
   const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
@@ -439,15 +439,18 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     const float a_shift = a_run < 0 ? 1.f : pow2_nonpositive(a_run - a_new);
     a_run = a_new;
     const float pscale = pow2_nonpositive(r_w - a_new);
+    float pw[4][2];  // P·2^(R_w − A) of head acc_head(i, c) at tokens u0, u0 + 8
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int h = acc_head(i, c);
       const float p0 = SoftmaxState<float>::exp(x[i][0] - st[i].m), p1 = SoftmaxState<float>::exp(x[i][1] - st[i].m);
       st[i].add(p0 + p1);
-      std::uint8_t* base = &sm.p.bytes[h / 8][0][h % 8][0];  // bf16 P·2^(R_w − A), tokens in order
-      *reinterpret_cast<std::uint16_t*>(base + (u0 / 8) * 128 + (u0 % 8) * 2) = bf16_rn(p0 * pscale);
-      *reinterpret_cast<std::uint16_t*>(base + (u0 / 8 + 1) * 128 + (u0 % 8) * 2) = bf16_rn(p1 * pscale);
+      pw[i][0] = p0 * pscale;
+      pw[i][1] = p1 * pscale;
     }
+    // P in bf16 by one stmatrix.trans: the warp's four 8 × 8 accumulator blocks, (tokens 16w..+7 |
+    // +8..+15) × (heads 0..7 | 8..15), each transposed into its core matrix of P [head][token].
+    stmatrix_x4_trans(&sm.p.bytes[lane / 16][2 * warp + (lane / 8) % 2][lane % 8][0], bf16x2_rn(pw[0][0], pw[1][0]),
+                      bf16x2_rn(pw[0][1], pw[1][1]), bf16x2_rn(pw[2][0], pw[3][0]), bf16x2_rn(pw[2][1], pw[3][1]));
     // P·V accumulates straight into Oᵀ, so Oᵀ takes its rescale first — skipped when no head's max
     // moved and A stayed (every factor exactly 1: the common case).
 #pragma unroll

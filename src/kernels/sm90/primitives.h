@@ -71,6 +71,15 @@ __device__ __forceinline__ void stmatrix_x4(void* p, std::uint32_t r0, std::uint
                : "memory");
 }
 
+// The same, each matrix transposed on the way: lane 4g + c's row g, columns 2c, 2c + 1 land in rows 2c,
+// 2c + 1 at column g (lane l still gives the address of stored row l % 8 of matrix l / 8).
+__device__ __forceinline__ void stmatrix_x4_trans(void* p, std::uint32_t r0, std::uint32_t r1, std::uint32_t r2,
+                                                  std::uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(smem_addr(p)), "r"(r0),
+               "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+
 // Lets a dependent grid launched with programmatic stream serialization (the combine) start now;
 // it waits in griddepcontrol.wait until this grid has finished and its writes are visible.
 __device__ __forceinline__ void launch_dependents() {
