@@ -102,11 +102,10 @@ __device__ __forceinline__ SplitE4m3x2 split_e4m3x2(float a, float b) {
   return {hi, to_e4m3x2(a - h.x, b - h.y)};
 }
 
-// Token slot of tile token u inside its 16-token chunk of P — the k order of the Vᵀ register
-// fragments (k slots 4c..4c+3 of a k32 half hold tokens 2c, 2c+1, 8+2c, 9+2c).
-__device__ __forceinline__ int p_slot(int u) {
-  return 4 * ((u % 8) / 2) + 2 * ((u % 16) / 8) + u % 2;
-}
+// The k order of P·V: inside each 16-token chunk of P (one warp's tokens), token 8h + g (g < 8) sits
+// in slot 2g + h. So k slots 4c..4c+3 of a Vᵀ register fragment hold tokens 2c, 8+2c, 2c+1, 9+2c
+// (v_fragments), and a thread's P pair (tokens g, g + 8) is one 16-bit element of P's rows: the
+// accumulator's 8 × 8 blocks of such pairs go to P by stmatrix.trans.
 
 // ── copies ──────────────────────────────────────────────────────────────────────────────────────
 // A stage holds the tile's rows unpadded and swizzled: fp8_stage.h (kv_offset and the offsets the
@@ -271,11 +270,12 @@ __device__ __forceinline__ void v_fragments(const Smem& sm, int stage, int grp,
     for (int ks = 0; ks < Traits::kPvSteps; ++ks) {
       std::uint32_t r[4];  // matrix i: tokens 32ks + 8i + [0, 8) × the 16 dims (one core matrix)
       ldmatrix_x4_trans(r, sm.kv[stage] + fp8_stage::v_offset(lane, warp, ks, mt));
-      // r[i] bytes: (token 2c, dim 2g), (2c, 2g+1), (2c+1, 2g), (2c+1, 2g+1) of matrix i.
-      a[m][ks][0] = __byte_perm(r[0], r[1], 0x6420);  // row g   = dim 2g
-      a[m][ks][1] = __byte_perm(r[0], r[1], 0x7531);  // row g+8 = dim 2g+1
-      a[m][ks][2] = __byte_perm(r[2], r[3], 0x6420);
-      a[m][ks][3] = __byte_perm(r[2], r[3], 0x7531);
+      // r[i] bytes: (token 2c, dim 2g), (2c, 2g+1), (2c+1, 2g), (2c+1, 2g+1) of matrix i; a register's
+      // bytes are tokens 2c, 8+2c, 2c+1, 9+2c (P's slot order, above).
+      a[m][ks][0] = __byte_perm(r[0], r[1], 0x6240);  // row g   = dim 2g
+      a[m][ks][1] = __byte_perm(r[0], r[1], 0x7351);  // row g+8 = dim 2g+1
+      a[m][ks][2] = __byte_perm(r[2], r[3], 0x6240);
+      a[m][ks][3] = __byte_perm(r[2], r[3], 0x7351);
     }
   }
 #pragma unroll
@@ -417,19 +417,18 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     float f[4];
     tile_maxima(x, st, T::kSlack, t == 0, sm.red, f);
     const float pscale = 1.f / T::kOutScale;  // P·2^8
+    SplitE4m3x2 q[4];                         // P·2^8 = P_hi + P_lo (e4m3) of head acc_head(i, c), tokens u0, u0 + 8
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int h = acc_head(i, c);
       const float p0 = SoftmaxState<float>::exp(x[i][0] - st[i].m), p1 = SoftmaxState<float>::exp(x[i][1] - st[i].m);
       st[i].add(p0 + p1);
-      // P·2^8 = P_hi + P_lo (e4m3), token slots in the Vᵀ fragments' k order
-      const SplitE4m3x2 q = split_e4m3x2(p0 * pscale, p1 * pscale);
-      const int slot = p_slot(u0);  // token u0 + 8 sits two slots later
-      std::uint8_t* hi = &sm.p[0].bytes[h / 8][warp][h % 8][slot];
-      std::uint8_t* lo = &sm.p[1].bytes[h / 8][warp][h % 8][slot];
-      hi[0] = std::uint8_t(q.hi), hi[2] = std::uint8_t(q.hi >> 8);
-      lo[0] = std::uint8_t(q.lo), lo[2] = std::uint8_t(q.lo >> 8);
+      q[i] = split_e4m3x2(p0 * pscale, p1 * pscale);
     }
+    // Both terms by one stmatrix.trans: matrix (term, heads 0..7 | 8..15) of 8 heads × 8 token pairs,
+    // lane 4g + c holding row g (its pair), columns 2c, 2c + 1 (heads 2c, 2c + 1 of the block).
+    stmatrix_x4_trans(&sm.p[lane / 16].bytes[(lane / 8) % 2][warp][lane % 8][0], __byte_perm(q[0].hi, q[1].hi, 0x5410),
+                      __byte_perm(q[2].hi, q[3].hi, 0x5410), __byte_perm(q[0].lo, q[1].lo, 0x5410),
+                      __byte_perm(q[2].lo, q[3].lo, 0x5410));
     fence_proxy_async();
     __syncthreads();  // P complete
 
