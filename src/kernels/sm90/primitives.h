@@ -87,13 +87,8 @@ __device__ __forceinline__ void launch_dependents() {
 }
 
 // ── conversions ─────────────────────────────────────────────────────────────────────────────────
-// fp32 → bf16 (round to nearest even), one instruction; the pair packs `lo` into the low half.
-// (bf16.h's float_to_bf16 is the host recipe; they differ only in a NaN's payload.)
-__device__ __forceinline__ std::uint16_t bf16_rn(float x) {
-  std::uint16_t r;
-  asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
-  return r;
-}
+// fp32 → bf16 pair (round to nearest even), one instruction, `lo` in the low half. (bf16.h's
+// float_to_bf16 is the host recipe; they differ only in a NaN's payload.)
 __device__ __forceinline__ std::uint32_t bf16x2_rn(float lo, float hi) {
   std::uint32_t r;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
