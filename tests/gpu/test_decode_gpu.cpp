@@ -44,16 +44,21 @@ void prepare(const HostInputs& in, GpuCase* c, bool with_lse = true) {
   ASSERT_TRUE(c->ws.allocate(bytes).ok());
 }
 
+// prepare, then plan into the case's workspace.
+void prepare_planned(const HostInputs& in, GpuCase* c, Plan* pl, bool with_lse = true) {
+  ASSERT_NO_FATAL_FAILURE(prepare(in, c, with_lse));
+  const Status s = plan(c->problem(), Backend::cuda, c->ws.get(), c->ws.size(), pl);
+  ASSERT_TRUE(s.ok()) << s.message;
+}
+
 // Uploads, plans, poisons the outputs with NaN, runs once and checks against the reference.
 void run_inputs(const HostInputs& in, GpuResult* r, bool with_lse = true) {
   GpuCase gc;
-  ASSERT_NO_FATAL_FAILURE(prepare(in, &gc, with_lse));
+  ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &r->plan, with_lse));
   const std::unique_ptr<DeviceCase>& dc = gc.dc;
   const Problem& p = gc.problem();
-  Status s = plan(p, Backend::cuda, gc.ws.get(), gc.ws.size(), &r->plan);
-  ASSERT_TRUE(s.ok()) << s.message;
   ASSERT_TRUE(dc->poison_outputs().ok());
-  s = run(p, r->plan, nullptr);
+  Status s = run(p, r->plan, nullptr);
   ASSERT_TRUE(s.ok()) << s.message;
   s = device_synchronize();
   ASSERT_TRUE(s.ok()) << s.message;
@@ -358,11 +363,10 @@ TEST(GpuDecode, TwoRunsBitIdenticalAndGraphReplayMatches) {
       spec.dist = Distribution::peaked;
       const HostInputs in = make_inputs(spec);
       GpuCase gc;
-      ASSERT_NO_FATAL_FAILURE(prepare(in, &gc));
+      Plan pl;
+      ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
       const std::unique_ptr<DeviceCase>& dc = gc.dc;
       const Problem& p = gc.problem();
-      Plan pl;
-      ASSERT_TRUE(plan(p, Backend::cuda, gc.ws.get(), gc.ws.size(), &pl).ok());
       ASSERT_GT(pl.num_split_requests, 0) << "the case must split rows";
       ASSERT_EQ(pl.cluster_size, clustered ? 2 : 0) << describe(pl);
       Outputs r1, r2, r3;
@@ -394,11 +398,10 @@ TEST(GpuDecode, WorkListInParametersMatchesWorkspace) {
       spec.seed = 91 + int(paged);
       const HostInputs in = make_inputs(spec);
       GpuCase gc;
-      ASSERT_NO_FATAL_FAILURE(prepare(in, &gc));
+      Plan pl;
+      ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
       const std::unique_ptr<DeviceCase>& dc = gc.dc;
       const Problem& p = gc.problem();
-      Plan pl;
-      ASSERT_TRUE(plan(p, Backend::cuda, gc.ws.get(), gc.ws.size(), &pl).ok());
       ASSERT_LE(pl.num_work_items, 64) << describe(pl);
       ASSERT_NE(pl.host_work_list, nullptr);
       Plan from_workspace = pl;
