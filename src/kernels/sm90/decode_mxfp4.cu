@@ -388,7 +388,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   for (int t = 0; t < num_tiles; ++t) {
     const int t0 = item.kv_begin + t * kTile;
     wgmma_wait<0>();  // P·V of tile t − 1 and the rope batch of tile t retired
-    __syncthreads();  // ... in every warp: Vt and P are free
+    // ... in every warp: Vt and P are free. (Before tile 0 they are: the prologue's barrier made Q,
+    // the raw tile and the factors visible, and nothing has read Vt or P yet.)
+    if (!kShort && t > 0) __syncthreads();
 
 #pragma unroll
     for (int bt = 1; bt < T::kBatches; ++bt) {
@@ -483,8 +485,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       raw_next = load_raw(p, rows, t0 + 2 * kTile, item.kv_end);
       scales_next = load_scales(p, rows, t0 + 2 * kTile, item.kv_end);
     }
-    // Under P·V: the next tile's rope batch of S (it touches neither Vt, P nor O).
-    head_start(!kShort && t + 1 < num_tiles);
+    // Under P·V: the next tile's rope batch of S (it touches neither Vt, P nor O). The short kernel
+    // has no next tile, and no group on stale registers for the epilogue's wait.
+    if (!kShort) head_start(t + 1 < num_tiles);
   }
   wgmma_wait<0>();
 #pragma unroll
