@@ -368,8 +368,8 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   // The head start of a tile's S (its raw tile and factors stored and visible): the rope batch's
   // codes and factors, then batch 1's loads go out before the rope batch is converted. After the
   // last tile (`real` false) only the wgmmas go out, on stale registers, and are discarded: one
-  // wgmma group per iteration whatever the path, so that ptxas can prove O retired before it is
-  // read (a conditional group makes it serialize every wgmma).
+  // wgmma group per iteration whatever the path. (Made conditional, the group is legal, but ptxas
+  // schedules the loop worse: +2 to +4 % for long items, perf-notes v91.)
   KLoad next{};  // the loads of the next S batch
   const auto head_start = [&](bool real) {
     KLoad rope{};
