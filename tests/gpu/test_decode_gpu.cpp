@@ -51,6 +51,12 @@ void prepare_planned(const HostInputs& in, GpuCase* c, Plan* pl, bool with_lse =
   ASSERT_TRUE(s.ok()) << s.message;
 }
 
+// Outputs of `in`'s problem against its float64 reference.
+Comparison against_reference(const HostInputs& in, const std::vector<std::uint16_t>& out,
+                             const std::vector<float>& lse) {
+  return compare(out, lse, reference_decode(in.problem(nullptr, nullptr)));
+}
+
 // Uploads, plans, poisons the outputs with NaN, runs once and checks against the reference.
 void run_inputs(const HostInputs& in, GpuResult* r, bool with_lse = true) {
   GpuCase gc;
@@ -64,8 +70,7 @@ void run_inputs(const HostInputs& in, GpuResult* r, bool with_lse = true) {
   ASSERT_TRUE(s.ok()) << s.message;
   ASSERT_TRUE(dc->download(&r->out, &r->lse).ok());
   ASSERT_TRUE(dc->guards_intact(&r->guards_ok).ok());
-  const Reference ref = reference_decode(in.problem(nullptr, nullptr));
-  r->cmp = compare(r->out, r->lse, ref);
+  r->cmp = against_reference(in, r->out, r->lse);
 }
 void run_case(const CaseSpec& spec, GpuResult* r, bool with_lse = true) {
   run_inputs(make_inputs(spec), r, with_lse);
@@ -89,11 +94,12 @@ struct Outputs {
   std::vector<std::uint16_t> out;
   std::vector<float> lse;
 };
-void run_outputs(DeviceCase& dc, const Problem& p, const Plan& pl, Outputs* r, int graph_replays = 0) {
-  ASSERT_TRUE(dc.poison_outputs().ok());
+void run_outputs(GpuCase& gc, const Plan& pl, Outputs* r, int graph_replays = 0) {
+  ASSERT_TRUE(gc.dc->poison_outputs().ok());
+  const Problem& p = gc.problem();
   const Status s = graph_replays > 0 ? run_in_graph(p, pl, graph_replays) : run(p, pl, nullptr);
   ASSERT_TRUE(s.ok()) << s.message;
-  ASSERT_TRUE(dc.download(&r->out, &r->lse).ok());
+  ASSERT_TRUE(gc.dc->download(&r->out, &r->lse).ok());
 }
 void expect_identical(const Outputs& a, const Outputs& b, const std::string& what) {
   EXPECT_EQ(0, std::memcmp(a.out.data(), b.out.data(), a.out.size() * 2)) << what;
@@ -365,17 +371,15 @@ TEST(GpuDecode, TwoRunsBitIdenticalAndGraphReplayMatches) {
       GpuCase gc;
       Plan pl;
       ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
-      const std::unique_ptr<DeviceCase>& dc = gc.dc;
-      const Problem& p = gc.problem();
       ASSERT_GT(pl.num_split_requests, 0) << "the case must split rows";
       ASSERT_EQ(pl.cluster_size, clustered ? 2 : 0) << describe(pl);
       Outputs r1, r2, r3;
-      ASSERT_NO_FATAL_FAILURE(run_outputs(*dc, p, pl, &r1));
-      ASSERT_NO_FATAL_FAILURE(run_outputs(*dc, p, pl, &r2));
-      ASSERT_NO_FATAL_FAILURE(run_outputs(*dc, p, pl, &r3, 3));
+      ASSERT_NO_FATAL_FAILURE(run_outputs(gc, pl, &r1));
+      ASSERT_NO_FATAL_FAILURE(run_outputs(gc, pl, &r2));
+      ASSERT_NO_FATAL_FAILURE(run_outputs(gc, pl, &r3, 3));
       expect_identical(r1, r2, std::string(to_string(f)) + ": two runs differ");
       expect_identical(r1, r3, std::string(to_string(f)) + ": graph replay differs");
-      const Comparison cmp = compare(r1.out, r1.lse, reference_decode(in.problem(nullptr, nullptr)));
+      const Comparison cmp = against_reference(in, r1.out, r1.lse);
       EXPECT_TRUE(cmp.ok()) << cmp.summary();
     }
   }
@@ -400,17 +404,15 @@ TEST(GpuDecode, WorkListInParametersMatchesWorkspace) {
       GpuCase gc;
       Plan pl;
       ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
-      const std::unique_ptr<DeviceCase>& dc = gc.dc;
-      const Problem& p = gc.problem();
       ASSERT_LE(pl.num_work_items, 64) << describe(pl);
       ASSERT_NE(pl.host_work_list, nullptr);
       Plan from_workspace = pl;
       from_workspace.host_work_list.reset();
       Outputs r1, r2;
-      ASSERT_NO_FATAL_FAILURE(run_outputs(*dc, p, pl, &r1));
-      ASSERT_NO_FATAL_FAILURE(run_outputs(*dc, p, from_workspace, &r2));
+      ASSERT_NO_FATAL_FAILURE(run_outputs(gc, pl, &r1));
+      ASSERT_NO_FATAL_FAILURE(run_outputs(gc, from_workspace, &r2));
       expect_identical(r1, r2, spec.name() + ": the two paths differ");
-      const Comparison cmp = compare(r1.out, r1.lse, reference_decode(in.problem(nullptr, nullptr)));
+      const Comparison cmp = against_reference(in, r1.out, r1.lse);
       EXPECT_TRUE(cmp.ok()) << spec.name() << ": " << cmp.summary();
       EXPECT_EQ(cmp.nonfinite, 0) << spec.name();
     }
