@@ -148,7 +148,7 @@ struct Decoder {
       const int bytes = (ts.valid >> i) & 1u ? 16 : 0;
 #pragma unroll
       for (int q = 0; q < (kChunks + 31) / 32; ++q) {
-        if (lane + 32 * q < kChunks) cp_async16(&sm.raw[s][r][swz(r, lane + 32 * q)], ts.src[i] + 512 * q, bytes);
+        if (lane + 32 * q < kChunks) cp_async16_kv(&sm.raw[s][r][swz(r, lane + 32 * q)], ts.src[i] + 512 * q, bytes);
       }
     }
   }

@@ -161,7 +161,7 @@ __device__ __forceinline__ void copy_tile(Smem& sm, int s, const TileSource& ts)
 #pragma unroll
     for (int k = k0; k < k1; ++k) {
       const int n = int(threadIdx.x) + kThreads * k;  // piece n of the tile: row n / 36
-      cp_async16(stage + fp8_stage::dense_offset(n), ts.src[0] + 16 * n, 16);
+      cp_async16_kv(stage + fp8_stage::dense_offset(n), ts.src[0] + 16 * n, 16);
     }
   } else {
     constexpr int i0 = kPart, i1 = kPart == 2 ? 4 : kPart + 1;  // rows: a quarter, a quarter, a half
@@ -173,7 +173,7 @@ __device__ __forceinline__ void copy_tile(Smem& sm, int s, const TileSource& ts)
 #pragma unroll
       for (int q = 0; q < (kChunks + 7) / 8; ++q) {
         const int c = lane % 8 + 8 * q;
-        if (c < kChunks) cp_async16(stage + kv_offset(r, c), ts.src[i] + 128 * q, bytes);
+        if (c < kChunks) cp_async16(stage + kv_offset(r, c), ts.src[i] + 128 * q, bytes);  // no policy: see v94
       }
     }
   }

@@ -19,6 +19,34 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_b
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes)
                : "memory");
 }
+// The L2 policy for the KV: read once per call, so its lines are the first evicted. A stream of KV
+// then replaces earlier KV lines rather than whatever else the L2 holds (another kernel's data, or
+// dirty lines whose eviction costs a DRAM write-back).
+__device__ __forceinline__ std::uint64_t kv_l2_policy() {
+  std::uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+// cp_async16 of KV bytes (kv_l2_policy).
+__device__ __forceinline__ void cp_async16_kv(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes), "l"(kv_l2_policy())
+               : "memory");
+}
+// 16 read-only KV bytes into registers (kv_l2_policy; L1 not allocated: nothing rereads them).
+__device__ __forceinline__ uint4 ldg_kv16(const void* src) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(src), "l"(kv_l2_policy()));
+  return v;
+}
+// 2 read-only KV bytes (the MXFP4 scales), zero-extended, likewise.
+__device__ __forceinline__ std::uint32_t ldg_kv2(const void* src) {
+  unsigned short v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.u16 %0, [%1], %2;\n" : "=h"(v) : "l"(src), "l"(kv_l2_policy()));
+  return v;
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
