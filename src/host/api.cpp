@@ -91,6 +91,7 @@ std::string describe(const Plan& plan) {
     }
     const bool in_params = plan.host_work_list != nullptr && sm90::items_in_params(plan.num_work_items);
     os << " items_from=" << (in_params ? "params" : "workspace");
+    os << " kv_l2=" << (plan.kv_evict_first ? "evict_first" : "normal");
   }
   return os.str();
 }

@@ -125,4 +125,9 @@ int walking_grid(std::span<const WorkItem> items, int slots, std::int64_t max_me
   return tokens <= max_mean_tokens * n ? slots : n;
 }
 
+bool kv_evict_first(std::int64_t kv_bytes, std::int64_t l2_bytes, int s_q) {
+  constexpr std::int64_t kMaxL2s = 4;
+  return s_q == 1 && l2_bytes > 0 && kv_bytes <= kMaxL2s * l2_bytes;
+}
+
 }  // namespace mla

@@ -82,4 +82,11 @@ void set_kv_bases(std::span<WorkItem> items, std::span<const std::int32_t> kv_in
 // items only — else one CTA per item.
 int walking_grid(std::span<const WorkItem> items, int slots, std::int64_t max_mean_tokens);
 
+// Whether a call's KV copies should go under an L2 evict-first policy (Plan::kv_evict_first): when
+// each KV row is read once (s_q = 1) and the call reads at most 4 × the L2 (`l2_bytes`). Evict-first
+// keeps the KV from evicting the L2's other lines, dirty ones included, whose write-backs would
+// share the DRAM with the KV: a saving bounded by the L2's size. Measured on the H200 (perf-notes
+// v94) it also streams a few per cent slower, so that it loses once a call reads ~5 × the L2.
+bool kv_evict_first(std::int64_t kv_bytes, std::int64_t l2_bytes, int s_q);
+
 }  // namespace mla

@@ -419,6 +419,38 @@ TEST(GpuDecode, WorkListInParametersMatchesWorkspace) {
   }
 }
 
+// The KV's L2 policy (Plan::kv_evict_first, perf-notes v94) changes speed only: plan() picks
+// evict-first for these small bf16 and fp8 calls (never for MXFP4), and runs with the flag flipped
+// are bit-identical to it and match the reference. Contiguous and paged by 64 rows (whole-tile copies)
+// and by 16 rows (row-by-row copies), through the general kernels and the one-tile ones.
+TEST(GpuDecode, KvL2PolicyChangesNoResult) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (KvFormat f : kFormats) {
+    for (int page : {0, 64, 16}) {
+      CaseSpec spec;
+      spec.kv_lens = {3000, 700, 129, 64, 0};
+      spec.format = f;
+      spec.page_size = page;
+      spec.spare_rows = page > 0 ? 64 : 0;
+      spec.seed = 131 + page;
+      const HostInputs in = make_inputs(spec);
+      GpuCase gc;
+      Plan pl;
+      ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
+      EXPECT_EQ(pl.kv_evict_first, f != KvFormat::mxfp4) << describe(pl);
+      Plan flipped = pl;
+      flipped.kv_evict_first = !pl.kv_evict_first;
+      Outputs r1, r2;
+      ASSERT_NO_FATAL_FAILURE(run_outputs(gc, pl, &r1));
+      ASSERT_NO_FATAL_FAILURE(run_outputs(gc, flipped, &r2));
+      expect_identical(r1, r2, spec.name() + ": the two L2 policies differ");
+      const Comparison cmp = against_reference(in, r1.out, r1.lse);
+      EXPECT_TRUE(cmp.ok()) << spec.name() << ": " << cmp.summary();
+      EXPECT_EQ(cmp.nonfinite, 0) << spec.name();
+    }
+  }
+}
+
 // Malformed problems are rejected by plan() before anything is launched: the poisoned output
 // stays NaN.
 TEST(GpuDecode, MalformedInputsRejectedBeforeLaunch) {

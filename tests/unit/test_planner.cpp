@@ -304,6 +304,23 @@ TEST(Planner, DecodeVariantAndWorkListSourceFollowThePlan) {
   pl.grid = 256;
   d = describe(pl);
   EXPECT_NE(d.find("kernel=general"), std::string::npos) << d;
+  EXPECT_NE(d.find("kv_l2=normal"), std::string::npos) << d;
+  pl.kv_evict_first = true;
+  d = describe(pl);
+  EXPECT_NE(d.find("kv_l2=evict_first"), std::string::npos) << d;
+}
+
+// The KV's L2 policy: evict-first for calls of s_q = 1 that read at most 4 × the L2, inclusive.
+TEST(Planner, KvEvictFirstUpToFourL2s) {
+  constexpr std::int64_t kL2 = 60 << 20;
+  EXPECT_TRUE(kv_evict_first(1, kL2, 1));
+  EXPECT_TRUE(kv_evict_first(32LL * 8192 * 576, kL2, 1));   // fp8 32 × 8192: 144 MiB
+  EXPECT_FALSE(kv_evict_first(64LL * 8192 * 576, kL2, 1));  // fp8 64 × 8192: 288 MiB
+  EXPECT_TRUE(kv_evict_first(4 * kL2, kL2, 1));             // the bound is inclusive
+  EXPECT_FALSE(kv_evict_first(4 * kL2 + 1, kL2, 1));
+  EXPECT_FALSE(kv_evict_first(256LL * 8192 * 1152, kL2, 1));  // bf16 256 × 8192: 2.4 GB
+  EXPECT_FALSE(kv_evict_first(1, kL2, 2));                    // s_q > 1: rows read by several q rows
+  EXPECT_FALSE(kv_evict_first(1, 0, 1));                      // no L2 size known
 }
 
 }  // namespace

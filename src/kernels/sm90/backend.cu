@@ -23,7 +23,8 @@ Status cuda_fail(const char* what, cudaError_t e) {
   return {StatusCode::cuda_error, std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"};
 }
 
-Status device_sms(int* sms) {
+// The device's multiprocessors (and, when asked, its L2 bytes), or why it cannot run the kernels.
+Status device_sms(int* sms, std::int64_t* l2_bytes = nullptr) {
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e != cudaSuccess) return {StatusCode::no_device, std::string("no CUDA device: ") + cudaGetErrorString(e)};
@@ -35,6 +36,7 @@ Status device_sms(int* sms) {
                                        prop.name + " sm_" + std::to_string(prop.major * 10 + prop.minor)};
   }
   *sms = prop.multiProcessorCount;
+  if (l2_bytes != nullptr) *l2_bytes = prop.l2CacheSize;
   return Status::success();
 }
 
@@ -77,7 +79,8 @@ Status workspace_size(const Problem& p, std::size_t* bytes) {
 
 Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   int sms = 0;
-  Status s = device_sms(&sms);
+  std::int64_t l2_bytes = 0;
+  Status s = device_sms(&sms, &l2_bytes);
   if (!s.ok()) return s;
 
   // Contents live in device memory: copy them here and validate before anything is launched.
@@ -141,6 +144,9 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   pl.workspace = workspace;
   pl.device_sms = sms;
   pl.cluster_size = cluster;
+  // MXFP4's kernel is instruction-bound, and its loads under the policy measured no gain (v94).
+  pl.kv_evict_first =
+      p.kv.format != KvFormat::mxfp4 && kv_evict_first(pl.total_kv * kv_row_bytes(p.kv.format), l2_bytes, p.s_q);
   pl.host_work_list = std::make_shared<const std::vector<WorkItem>>(std::move(items));
   *out = pl;
   return Status::success();
@@ -165,6 +171,7 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   d.num_items = plan.num_work_items;
   d.ctas = plan.grid;
   d.max_item_tokens = plan.tokens_per_split;
+  d.kv_evict_first = plan.kv_evict_first;
   const auto* host_items = static_cast<const std::vector<WorkItem>*>(plan.host_work_list.get());
   if (host_items != nullptr && sm90::items_in_params(plan.num_work_items) &&
       host_items->size() == std::size_t(plan.num_work_items)) {

@@ -142,13 +142,15 @@ struct Decoder {
   __device__ void copy_rows(Smem<F>& sm, int s, const Sources& ts) const {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     constexpr int kChunks = T::kRowBytes / 16;
+    const std::uint64_t policy = kv_l2_policy(p.kv_evict_first);
 #pragma unroll
     for (int i = kRow0; i < kRow1; ++i) {
       const int r = warp + i * kWarps;
       const int bytes = (ts.valid >> i) & 1u ? 16 : 0;
 #pragma unroll
       for (int q = 0; q < (kChunks + 31) / 32; ++q) {
-        if (lane + 32 * q < kChunks) cp_async16_kv(&sm.raw[s][r][swz(r, lane + 32 * q)], ts.src[i] + 512 * q, bytes);
+        if (lane + 32 * q < kChunks)
+          cp_async16(&sm.raw[s][r][swz(r, lane + 32 * q)], ts.src[i] + 512 * q, bytes, policy);
       }
     }
   }

@@ -129,7 +129,7 @@ struct RawRegs {
   uint4 x[Traits::kRawPerThread];
 };
 __device__ __forceinline__ RawRegs load_raw(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
-  const auto ldg = [](const std::uint8_t* src) { return ldg_kv16(src); };
+  const auto ldg = [](const std::uint8_t* src) { return __ldg(reinterpret_cast<const uint4*>(src)); };
   RawRegs r;
   if (rows.contiguous() && t0 + kTile <= end && p.kv_row_stride == Traits::kRowBytes) {
     const std::uint8_t* src = p.kv + (rows.row_base + t0) * Traits::kRowBytes + 16 * threadIdx.x;
@@ -172,7 +172,7 @@ __device__ __forceinline__ ScaleRegs load_scales(const DecodeParams& p, const Kv
   const unsigned short* src = reinterpret_cast<const unsigned short*>(p.kv_scales + row * p.scale_stride) + 5 * half;
   ScaleRegs sr;
 #pragma unroll
-  for (int i = 0; i < 5; ++i) sr.v[i] = (half == 0 || i < 4) ? ldg_kv2(src + i) : 0u;
+  for (int i = 0; i < 5; ++i) sr.v[i] = (half == 0 || i < 4) ? __ldg(src + i) : 0u;
   return sr;
 }
 

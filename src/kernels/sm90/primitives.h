@@ -19,33 +19,23 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_b
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes)
                : "memory");
 }
-// The L2 policy for the KV: read once per call, so its lines are the first evicted. A stream of KV
-// then replaces earlier KV lines rather than whatever else the L2 holds (another kernel's data, or
-// dirty lines whose eviction costs a DRAM write-back).
-__device__ __forceinline__ std::uint64_t kv_l2_policy() {
-  std::uint64_t policy;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
+// The L2 policy of the KV copies (DecodeParams::kv_evict_first): evict-first makes the KV lines, read
+// once per call, the first victims, so that a stream of KV replaces earlier KV instead of what else
+// the L2 holds — dirty lines among them, whose eviction costs a DRAM write-back (perf-notes v94).
+__device__ __forceinline__ std::uint64_t kv_l2_policy(bool evict_first) {
+  std::uint64_t first, normal;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(first));
+  asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(normal));
+  return evict_first ? first : normal;
 }
-// cp_async16 of KV bytes (kv_l2_policy).
-__device__ __forceinline__ void cp_async16_kv(void* dst, const void* src, int src_bytes) {
+// cp_async16 under an L2 policy (kv_l2_policy). CUDA 13.0's ptxas can encode this copy wrongly (an
+// odd uniform register as its descriptor, next to a uniform shared-memory offset: an illegal
+// instruction at run time; seen in fp8's row-by-row copies, caught by the GPU tests): every kernel
+// path that uses it must run in tests/gpu.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes, std::uint64_t policy) {
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(src_bytes), "l"(kv_l2_policy())
+               "r"(src_bytes), "l"(policy)
                : "memory");
-}
-// 16 read-only KV bytes into registers (kv_l2_policy; L1 not allocated: nothing rereads them).
-__device__ __forceinline__ uint4 ldg_kv16(const void* src) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(src), "l"(kv_l2_policy()));
-  return v;
-}
-// 2 read-only KV bytes (the MXFP4 scales), zero-extended, likewise.
-__device__ __forceinline__ std::uint32_t ldg_kv2(const void* src) {
-  unsigned short v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.u16 %0, [%1], %2;\n" : "=h"(v) : "l"(src), "l"(kv_l2_policy()));
-  return v;
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
