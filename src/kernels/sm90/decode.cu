@@ -140,17 +140,29 @@ struct Decoder {
   }
   template <int kRow0 = 0, int kRow1 = Sh::kRowsPerWarp>
   __device__ void copy_rows(Smem<F>& sm, int s, const Sources& ts) const {
+    if (p.kv_evict_first) {
+      copy_rows_as<kRow0, kRow1, true>(sm, s, ts);
+    } else {
+      copy_rows_as<kRow0, kRow1, false>(sm, s, ts);
+    }
+  }
+  template <int kRow0, int kRow1, bool kEvictFirst>
+  __device__ void copy_rows_as(Smem<F>& sm, int s, const Sources& ts) const {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     constexpr int kChunks = T::kRowBytes / 16;
-    const std::uint64_t policy = kv_l2_policy(p.kv_evict_first);
 #pragma unroll
     for (int i = kRow0; i < kRow1; ++i) {
       const int r = warp + i * kWarps;
       const int bytes = (ts.valid >> i) & 1u ? 16 : 0;
 #pragma unroll
       for (int q = 0; q < (kChunks + 31) / 32; ++q) {
-        if (lane + 32 * q < kChunks)
-          cp_async16(&sm.raw[s][r][swz(r, lane + 32 * q)], ts.src[i] + 512 * q, bytes, policy);
+        if (lane + 32 * q >= kChunks) continue;
+        void* dst = &sm.raw[s][r][swz(r, lane + 32 * q)];
+        if constexpr (kEvictFirst) {
+          cp_async16(dst, ts.src[i] + 512 * q, bytes, kv_evict_first_policy());
+        } else {
+          cp_async16(dst, ts.src[i] + 512 * q, bytes);
+        }
       }
     }
   }

@@ -125,8 +125,9 @@ static_assert(fp8_stage::kRowBytes == Traits::kRowBytes && fp8_stage::kRows == k
 //   which exists, and copy 0 bytes).
 // tile_source resolves the thread's sources (paged: its page-table loads go out here, well before
 // the copies need them); copy_tile<part> issues a third of them (parts 0, 1, 2), the last part
-// arrives. Dense copies go under the call's L2 policy (kv_l2_policy); row-by-row copies do not:
-// with it, ptxas 13.0 encodes them as illegal instructions (primitives.h).
+// arrives. Dense copies go under the evict-first policy when the call asks for it
+// (DecodeParams::kv_evict_first); row-by-row copies never do: with a policy, ptxas 13.0 encodes them
+// as illegal instructions (primitives.h).
 struct TileSource {
   const std::uint8_t* src[4];  // dense: src[0] = the tile's first byte; else this lane's rows
   unsigned valid;              // rows: bit i = row i holds a token (< end)
@@ -155,14 +156,18 @@ __device__ __forceinline__ TileSource tile_source(const DecodeParams& p, const K
   return ts;
 }
 template <int kPart>
-__device__ __forceinline__ void copy_tile(Smem& sm, int s, const TileSource& ts, std::uint64_t policy) {
+__device__ __forceinline__ void copy_tile(Smem& sm, int s, const TileSource& ts, bool evict_first) {
   std::uint8_t* stage = sm.kv[s];
   if (ts.dense) {
     constexpr int k0 = kPart * kDensePieces / 3, k1 = (kPart + 1) * kDensePieces / 3;
 #pragma unroll
     for (int k = k0; k < k1; ++k) {
       const int n = int(threadIdx.x) + kThreads * k;  // piece n of the tile: row n / 36
-      cp_async16(stage + fp8_stage::dense_offset(n), ts.src[0] + 16 * n, 16, policy);
+      if (evict_first) {
+        cp_async16(stage + fp8_stage::dense_offset(n), ts.src[0] + 16 * n, 16, kv_evict_first_policy());
+      } else {
+        cp_async16(stage + fp8_stage::dense_offset(n), ts.src[0] + 16 * n, 16);
+      }
     }
   } else {
     constexpr int i0 = kPart, i1 = kPart == 2 ? 4 : kPart + 1;  // rows: a quarter, a quarter, a half
@@ -303,7 +308,6 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   const int g = lane / 4, c = lane % 4;           // accumulator row group / column pair
   const QRegs q_regs = fetch_q(p, item.request);  // in flight while the first tile's loads go out
   const KvRowMap rows(p, item);
-  const std::uint64_t kv_policy = kv_l2_policy(p.kv_evict_first);
   const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
 
   if (threadIdx.x < T::kStages) mbar_init(&sm.full[threadIdx.x], kThreads);
@@ -313,9 +317,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   for (int s = 0; s < T::kStages - 1; ++s) {
     if (s < num_tiles) {
       const TileSource ts = tile_source(p, rows, item.kv_begin + s * kTile, item.kv_end);
-      copy_tile<0>(sm, s, ts, kv_policy);
-      copy_tile<1>(sm, s, ts, kv_policy);
-      copy_tile<2>(sm, s, ts, kv_policy);
+      copy_tile<0>(sm, s, ts, p.kv_evict_first);
+      copy_tile<1>(sm, s, ts, p.kv_evict_first);
+      copy_tile<2>(sm, s, ts, p.kv_evict_first);
     }
   }
   store_q(sm, p, q_regs);  // Q's loads have been in flight since the start
@@ -383,9 +387,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       // the top of the iteration measured 7 % slower at 256×8192; issued later, after the P
       // barrier, they arrive late: +10 %, perf-notes v54).
       if (load_next) {
-        if (bt == 0) copy_tile<0>(sm, next % T::kStages, next_src, kv_policy);
-        if (bt == 2) copy_tile<1>(sm, next % T::kStages, next_src, kv_policy);
-        if (bt == 4) copy_tile<2>(sm, next % T::kStages, next_src, kv_policy);
+        if (bt == 0) copy_tile<0>(sm, next % T::kStages, next_src, p.kv_evict_first);
+        if (bt == 2) copy_tile<1>(sm, next % T::kStages, next_src, p.kv_evict_first);
+        if (bt == 4) copy_tile<2>(sm, next % T::kStages, next_src, p.kv_evict_first);
       }
     }
     wgmma_wait<0>();
