@@ -110,7 +110,9 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-template <KvFormat F>
+// kEvictFirst: the KV copies go under the L2 evict-first policy (DecodeParams::kv_evict_first), else
+// without a policy.
+template <KvFormat F, bool kEvictFirst>
 struct Decoder {
   using T = Traits<F>;
   using Sh = TileShape<T::kTile>;
@@ -140,14 +142,6 @@ struct Decoder {
   }
   template <int kRow0 = 0, int kRow1 = Sh::kRowsPerWarp>
   __device__ void copy_rows(Smem<F>& sm, int s, const Sources& ts) const {
-    if (p.kv_evict_first) {
-      copy_rows_as<kRow0, kRow1, true>(sm, s, ts);
-    } else {
-      copy_rows_as<kRow0, kRow1, false>(sm, s, ts);
-    }
-  }
-  template <int kRow0, int kRow1, bool kEvictFirst>
-  __device__ void copy_rows_as(Smem<F>& sm, int s, const Sources& ts) const {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     constexpr int kChunks = T::kRowBytes / 16;
 #pragma unroll
@@ -176,8 +170,8 @@ __device__ __forceinline__ std::int64_t row_base_of(const DecodeParams& p, const
   return KvRowMap(p, w).base();
 }
 // The decoder of a request whose row base is `base` (row_base_of).
-template <KvFormat F>
-__device__ __forceinline__ Decoder<F> decoder_at(const DecodeParams& p, std::int64_t base) {
+template <KvFormat F, bool kEvictFirst>
+__device__ __forceinline__ Decoder<F, kEvictFirst> decoder_at(const DecodeParams& p, std::int64_t base) {
   return {p, KvRowMap(p, KvRowMap::KnownBase{}, base)};
 }
 __device__ __forceinline__ int tiles_of(const WorkItem& w) {
@@ -208,7 +202,7 @@ __device__ __forceinline__ void q_fragments(std::uint32_t (&qa)[kKSteps][4], std
 // kWalk: each CTA walks items blockIdx.x, + gridDim.x, … (more items than CTAs); without it each CTA
 // takes one item and the walking code compiles away. kOneTile: one item per CTA, of at most one tile
 // (launch_decode checks DecodeParams::max_item_tokens): no copies after the prologue's (perf-notes v78).
-template <KvFormat F, bool kWalk, bool kOneTile>
+template <KvFormat F, bool kWalk, bool kOneTile, bool kEvictFirst>
 __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_constant__ DecodeParams p) {
   using T = Traits<F>;
   using Sh = TileShape<T::kTile>;
@@ -239,7 +233,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
     if ((!kOneTile || s == 0) && s < tiles_of(item)) {
-      decoder_at<F>(p, base).load_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
+      decoder_at<F, kEvictFirst>(p, base).load_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
     }
     cp_async_commit();
   }
@@ -280,8 +274,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       const bool own = ahead < num_tiles;
       const bool load_next = !kOneTile && (own || (kWalk && k_next < next_tiles));
       if (kWalk && !own && load_next) issued |= 1u << k_next;
-      const Decoder<F> dec = decoder_at<F>(p, !kWalk || own ? base : next_base);
-      typename Decoder<F>::Sources next_src{};
+      const Decoder<F, kEvictFirst> dec = decoder_at<F, kEvictFirst>(p, !kWalk || own ? base : next_base);
+      typename Decoder<F, kEvictFirst>::Sources next_src{};
       if (load_next) {
         next_src = !kWalk || own ? dec.sources(item.kv_begin + ahead * kTile, item.kv_end)
                                  : dec.sources(next.kv_begin + k_next * kTile, next.kv_end);
@@ -457,7 +451,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
     for (int k = 0; k < T::kStages - 1; ++k) {
       if (k < next_tiles && !((issued >> k) & 1u)) {
-        decoder_at<F>(p, base).load_tile(sm, (j + k) % T::kStages, item.kv_begin + k * kTile, item.kv_end);
+        decoder_at<F, kEvictFirst>(p, base).load_tile(sm, (j + k) % T::kStages, item.kv_begin + k * kTile, item.kv_end);
         cp_async_commit();
         drain = true;
       }
@@ -519,34 +513,38 @@ int max_active_decode_clusters(const DecodeKernel& k, int n) {
   return clusters;
 }
 
-// bf16's kernels: one item per CTA, walking several (kWalk), or one item of one tile (kOneTile).
+// bf16's kernels: one item per CTA, walking several (kWalk), or one item of one tile (kOneTile); the
+// KV copies under the evict-first policy or without one.
 template <bool kWalk, bool kOneTile = false>
-DecodeKernel bf16_kernel_info() {
-  return {decode_kernel<KvFormat::bf16, kWalk, kOneTile>, kThreads, sizeof(Smem<KvFormat::bf16>), 1, kPartialsF16};
+DecodeKernel bf16_kernel_info(bool evict_first) {
+  return {evict_first ? decode_kernel<KvFormat::bf16, kWalk, kOneTile, true>
+                      : decode_kernel<KvFormat::bf16, kWalk, kOneTile, false>,
+          kThreads, sizeof(Smem<KvFormat::bf16>), 1, kPartialsF16};
 }
 
 using Variant = DecodeVariant;
 constexpr Variant kVariants[] = {Variant::general, Variant::walking, Variant::one_tile};
 
-// The kernel of `format` for variant v (fp8 and MXFP4 never walk: their general kernel).
-DecodeKernel kernel_info(KvFormat format, Variant v) {
+// The kernel of `format` for variant v (fp8 and MXFP4 never walk: their general kernel) and the KV's
+// L2 policy (MXFP4 has one: its loads take no policy).
+DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false) {
   switch (format) {
     case KvFormat::bf16:
       switch (v) {
         case Variant::general:
           break;
         case Variant::walking:
-          return bf16_kernel_info<true>();
+          return bf16_kernel_info<true>(evict_first);
         case Variant::one_tile:
-          return bf16_kernel_info<false, true>();
+          return bf16_kernel_info<false, true>(evict_first);
       }
-      return bf16_kernel_info<false>();
+      return bf16_kernel_info<false>(evict_first);
     case KvFormat::fp8:
-      return decode_fp8_kernel_info(v == Variant::one_tile);
+      return decode_fp8_kernel_info(v == Variant::one_tile, evict_first);
     case KvFormat::mxfp4:
       return decode_mxfp4_kernel_info(v == Variant::one_tile);
   }
-  return bf16_kernel_info<false>();
+  return bf16_kernel_info<false>(evict_first);
 }
 
 }  // namespace
@@ -588,8 +586,10 @@ bool decode_partials_f16(KvFormat format) {
 
 cudaError_t prepare_decode(KvFormat format) {
   for (Variant v : kVariants) {
-    const cudaError_t e = prepare_decode_kernel(kernel_info(format, v));  // fp8, MXFP4: walking = general
-    if (e != cudaSuccess) return e;
+    for (bool evict_first : {false, true}) {  // fp8, MXFP4: walking = general; MXFP4: one policy
+      const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first));
+      if (e != cudaSuccess) return e;
+    }
   }
   return cudaSuccess;
 }
@@ -598,7 +598,8 @@ int decode_max_active_clusters(KvFormat format, int n) {
 }
 
 cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream) {
-  return launch_decode_kernel(kernel_info(format, decode_variant(p.ctas, p.num_items, p.max_item_tokens)), p, stream);
+  const Variant v = decode_variant(p.ctas, p.num_items, p.max_item_tokens);
+  return launch_decode_kernel(kernel_info(format, v, p.kv_evict_first), p, stream);
 }
 
 }  // namespace mla::sm90

@@ -155,15 +155,15 @@ __device__ __forceinline__ TileSource tile_source(const DecodeParams& p, const K
   }
   return ts;
 }
-template <int kPart>
-__device__ __forceinline__ void copy_tile(Smem& sm, int s, const TileSource& ts, bool evict_first) {
+template <int kPart, bool kEvictFirst>
+__device__ __forceinline__ void copy_tile(Smem& sm, int s, const TileSource& ts) {
   std::uint8_t* stage = sm.kv[s];
   if (ts.dense) {
     constexpr int k0 = kPart * kDensePieces / 3, k1 = (kPart + 1) * kDensePieces / 3;
 #pragma unroll
     for (int k = k0; k < k1; ++k) {
       const int n = int(threadIdx.x) + kThreads * k;  // piece n of the tile: row n / 36
-      if (evict_first) {
+      if constexpr (kEvictFirst) {
         cp_async16(stage + fp8_stage::dense_offset(n), ts.src[0] + 16 * n, 16, kv_evict_first_policy());
       } else {
         cp_async16(stage + fp8_stage::dense_offset(n), ts.src[0] + 16 * n, 16);
@@ -295,7 +295,7 @@ __device__ __forceinline__ void v_fragments(const Smem& sm, int stage, int grp,
 // kShort: every item has at most one tile (launch_decode checks DecodeParams::max_item_tokens): the
 // prologue's copy is the only one, and the tile loop holds no copy code (perf-notes v76).
 static_assert(kShortItemTokens == (Traits::kStages - 1) * kTile, "short items: the tiles the prologue copies");
-template <bool kShort>
+template <bool kShort, bool kEvictFirst>
 __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     decode_fp8_kernel(const __grid_constant__ DecodeParams p) {
   using T = Traits;
@@ -317,9 +317,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   for (int s = 0; s < T::kStages - 1; ++s) {
     if (s < num_tiles) {
       const TileSource ts = tile_source(p, rows, item.kv_begin + s * kTile, item.kv_end);
-      copy_tile<0>(sm, s, ts, p.kv_evict_first);
-      copy_tile<1>(sm, s, ts, p.kv_evict_first);
-      copy_tile<2>(sm, s, ts, p.kv_evict_first);
+      copy_tile<0, kEvictFirst>(sm, s, ts);
+      copy_tile<1, kEvictFirst>(sm, s, ts);
+      copy_tile<2, kEvictFirst>(sm, s, ts);
     }
   }
   store_q(sm, p, q_regs);  // Q's loads have been in flight since the start
@@ -387,9 +387,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       // the top of the iteration measured 7 % slower at 256×8192; issued later, after the P
       // barrier, they arrive late: +10 %, perf-notes v54).
       if (load_next) {
-        if (bt == 0) copy_tile<0>(sm, next % T::kStages, next_src, p.kv_evict_first);
-        if (bt == 2) copy_tile<1>(sm, next % T::kStages, next_src, p.kv_evict_first);
-        if (bt == 4) copy_tile<2>(sm, next % T::kStages, next_src, p.kv_evict_first);
+        if (bt == 0) copy_tile<0, kEvictFirst>(sm, next % T::kStages, next_src);
+        if (bt == 2) copy_tile<1, kEvictFirst>(sm, next % T::kStages, next_src);
+        if (bt == 4) copy_tile<2, kEvictFirst>(sm, next % T::kStages, next_src);
       }
     }
     wgmma_wait<0>();
@@ -491,9 +491,10 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 
 }  // namespace
 
-DecodeKernel decode_fp8_kernel_info(bool short_items) {
-  return {short_items ? decode_fp8_kernel<true> : decode_fp8_kernel<false>, kThreads, sizeof(Smem), Traits::kCtasPerSm,
-          kPartialsF16};
+DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first) {
+  void (*const entry[2][2])(DecodeParams) = {{decode_fp8_kernel<false, false>, decode_fp8_kernel<false, true>},
+                                             {decode_fp8_kernel<true, false>, decode_fp8_kernel<true, true>}};
+  return {entry[short_items][evict_first], kThreads, sizeof(Smem), Traits::kCtasPerSm, kPartialsF16};
 }
 
 }  // namespace mla::sm90
