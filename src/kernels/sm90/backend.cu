@@ -144,9 +144,7 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   pl.workspace = workspace;
   pl.device_sms = sms;
   pl.cluster_size = cluster;
-  // MXFP4's kernel is instruction-bound, and its loads under the policy measured no gain (v94).
-  pl.kv_evict_first =
-      p.kv.format != KvFormat::mxfp4 && kv_evict_first(pl.total_kv * kv_row_bytes(p.kv.format), l2_bytes, p.s_q);
+  pl.kv_evict_first = kv_evict_first(pl.total_kv * kv_row_bytes(p.kv.format), l2_bytes, p.s_q);
   pl.host_work_list = std::make_shared<const std::vector<WorkItem>>(std::move(items));
   *out = pl;
   return Status::success();

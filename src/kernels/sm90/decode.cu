@@ -526,7 +526,7 @@ using Variant = DecodeVariant;
 constexpr Variant kVariants[] = {Variant::general, Variant::walking, Variant::one_tile};
 
 // The kernel of `format` for variant v (fp8 and MXFP4 never walk: their general kernel) and the KV's
-// L2 policy (MXFP4 has one: its loads take no policy).
+// L2 policy.
 DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false) {
   switch (format) {
     case KvFormat::bf16:
@@ -542,7 +542,7 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false) {
     case KvFormat::fp8:
       return decode_fp8_kernel_info(v == Variant::one_tile, evict_first);
     case KvFormat::mxfp4:
-      return decode_mxfp4_kernel_info(v == Variant::one_tile);
+      return decode_mxfp4_kernel_info(v == Variant::one_tile, evict_first);
   }
   return bf16_kernel_info<false>(evict_first);
 }
@@ -586,7 +586,7 @@ bool decode_partials_f16(KvFormat format) {
 
 cudaError_t prepare_decode(KvFormat format) {
   for (Variant v : kVariants) {
-    for (bool evict_first : {false, true}) {  // fp8, MXFP4: walking = general; MXFP4: one policy
+    for (bool evict_first : {false, true}) {  // fp8, MXFP4: walking = general
       const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first));
       if (e != cudaSuccess) return e;
     }

@@ -128,8 +128,12 @@ __device__ __forceinline__ int raw_swizzle(int row) {
 struct RawRegs {
   uint4 x[Traits::kRawPerThread];
 };
+template <bool kEvictFirst>
 __device__ __forceinline__ RawRegs load_raw(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
-  const auto ldg = [](const std::uint8_t* src) { return __ldg(reinterpret_cast<const uint4*>(src)); };
+  const auto ldg = [](const std::uint8_t* src) {
+    if constexpr (kEvictFirst) return ldg16(src, kv_evict_first_policy());
+    return __ldg(reinterpret_cast<const uint4*>(src));
+  };
   RawRegs r;
   if (rows.contiguous() && t0 + kTile <= end && p.kv_row_stride == Traits::kRowBytes) {
     const std::uint8_t* src = p.kv + (rows.row_base + t0) * Traits::kRowBytes + 16 * threadIdx.x;
@@ -165,6 +169,7 @@ __device__ __forceinline__ int scale_half() {
 struct ScaleRegs {
   std::uint32_t v[5];
 };
+template <bool kEvictFirst>
 __device__ __forceinline__ ScaleRegs load_scales(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
   const int r = scale_token(), half = scale_half();
   const std::int64_t row =
@@ -172,7 +177,13 @@ __device__ __forceinline__ ScaleRegs load_scales(const DecodeParams& p, const Kv
   const unsigned short* src = reinterpret_cast<const unsigned short*>(p.kv_scales + row * p.scale_stride) + 5 * half;
   ScaleRegs sr;
 #pragma unroll
-  for (int i = 0; i < 5; ++i) sr.v[i] = (half == 0 || i < 4) ? __ldg(src + i) : 0u;
+  for (int i = 0; i < 5; ++i) {
+    if constexpr (kEvictFirst) {
+      sr.v[i] = (half == 0 || i < 4) ? ldg2(src + i, kv_evict_first_policy()) : 0u;
+    } else {
+      sr.v[i] = (half == 0 || i < 4) ? __ldg(src + i) : 0u;
+    }
+  }
   return sr;
 }
 
@@ -289,7 +300,7 @@ __device__ __forceinline__ void k_convert(Smem& sm, int k0, const KLoad& x, std:
 // ── the kernel ──────────────────────────────────────────────────────────────────────────────────
 // kShort: every item has at most one tile (launch_decode checks DecodeParams::max_item_tokens): no
 // next tile's loads, stores or head start in the kernel (perf-notes v77).
-template <bool kShort>
+template <bool kShort, bool kEvictFirst>
 __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     decode_mxfp4_kernel(const __grid_constant__ DecodeParams p) {
   using T = Traits;
@@ -310,8 +321,8 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   RawRegs raw{}, raw_next{};
   ScaleRegs scales{}, scales_next{};
   if (num_tiles > 0) {
-    raw = load_raw(p, rows, item.kv_begin, item.kv_end);
-    scales = load_scales(p, rows, item.kv_begin, item.kv_end);
+    raw = load_raw<kEvictFirst>(p, rows, item.kv_begin, item.kv_end);
+    scales = load_scales<kEvictFirst>(p, rows, item.kv_begin, item.kv_end);
   }
   store_q(sm, q_regs);
   int r_w = 127;       // R_w of the tile whose S is under way
@@ -323,8 +334,8 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   fence_proxy_async();  // Q stores (generic proxy) → wgmma reads (async proxy)
   __syncthreads();      // Q and tile 0 stored
   if (!kShort && num_tiles > 1) {
-    raw_next = load_raw(p, rows, item.kv_begin + kTile, item.kv_end);
-    scales_next = load_scales(p, rows, item.kv_begin + kTile, item.kv_end);
+    raw_next = load_raw<kEvictFirst>(p, rows, item.kv_begin + kTile, item.kv_end);
+    scales_next = load_scales<kEvictFirst>(p, rows, item.kv_begin + kTile, item.kv_end);
   }
 
   SoftmaxState<float> st[4];
@@ -482,8 +493,8 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     wgmma_commit();
     // Tile t + 2's loads go out here, after the P barrier's fence (which would wait for them).
     if (!kShort && t + 2 < num_tiles) {
-      raw_next = load_raw(p, rows, t0 + 2 * kTile, item.kv_end);
-      scales_next = load_scales(p, rows, t0 + 2 * kTile, item.kv_end);
+      raw_next = load_raw<kEvictFirst>(p, rows, t0 + 2 * kTile, item.kv_end);
+      scales_next = load_scales<kEvictFirst>(p, rows, t0 + 2 * kTile, item.kv_end);
     }
     // Under P·V: the next tile's rope batch of S (it touches neither Vt, P nor O). The short kernel
     // has no next tile, and no group on stale registers for the epilogue's wait.
@@ -504,9 +515,10 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 
 }  // namespace
 
-DecodeKernel decode_mxfp4_kernel_info(bool short_items) {
-  return {short_items ? decode_mxfp4_kernel<true> : decode_mxfp4_kernel<false>, kThreads, sizeof(Smem),
-          Traits::kCtasPerSm, kPartialsF16};
+DecodeKernel decode_mxfp4_kernel_info(bool short_items, bool evict_first) {
+  void (*const entry[2][2])(DecodeParams) = {{decode_mxfp4_kernel<false, false>, decode_mxfp4_kernel<false, true>},
+                                             {decode_mxfp4_kernel<true, false>, decode_mxfp4_kernel<true, true>}};
+  return {entry[short_items][evict_first], kThreads, sizeof(Smem), Traits::kCtasPerSm, kPartialsF16};
 }
 
 }  // namespace mla::sm90

@@ -36,10 +36,10 @@ struct DecodeKernel {
   int ctas_per_sm;              // resident CTAs per SM (the planner's wave is SMs × this)
   bool partials_f16;            // split partials: fp16 · scale (kernels/common/partial.h), else fp32
 };
-// fp8's and MXFP4's kernels: general, or for one-tile items (decode_params.h, decode_variant); fp8's
-// with its KV copies under the L2 evict-first policy or without one (DecodeParams::kv_evict_first).
+// fp8's and MXFP4's kernels: general, or for one-tile items (decode_params.h, decode_variant); with
+// the KV read under the L2 evict-first policy or without one (DecodeParams::kv_evict_first).
 DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first);
-DecodeKernel decode_mxfp4_kernel_info(bool short_items);
+DecodeKernel decode_mxfp4_kernel_info(bool short_items, bool evict_first);
 
 // `max_partials`: most partials of one row (sizes the CTA: more partial groups for long splits);
 // `sms`: the device's SMs (few rows are spread over more CTAs, each a chunk of the value dims).

@@ -29,6 +29,19 @@ __device__ __forceinline__ std::uint64_t kv_evict_first_policy() {
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
   return policy;
 }
+// 16 (or 2) read-only bytes into registers under an L2 policy (MXFP4's raw and scale loads).
+__device__ __forceinline__ uint4 ldg16(const void* src, std::uint64_t policy) {
+  uint4 v;
+  asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(src), "l"(policy));
+  return v;
+}
+__device__ __forceinline__ std::uint32_t ldg2(const unsigned short* src, std::uint64_t policy) {
+  unsigned short v;
+  asm volatile("ld.global.nc.L2::cache_hint.u16 %0, [%1], %2;\n" : "=h"(v) : "l"(src), "l"(policy));
+  return v;
+}
 // cp_async16 under an L2 policy. CUDA 13.0's ptxas can encode this copy wrongly (an odd uniform
 // register as its descriptor, next to a uniform shared-memory offset: an illegal instruction at run
 // time; seen in fp8's row-by-row copies, caught by the GPU tests): every kernel path that uses it
