@@ -112,9 +112,9 @@ struct Plan {
   void* workspace = nullptr;  // caller-owned; holds the work list and split partials
   int device_sms = 0;         // cuda: multiprocessors of the planned device
   int cluster_size = 0;       // cuda: split rows merged in clusters of this many CTAs (0: by a combine kernel)
-  // cuda, bf16 and fp8 KV: the KV copies go under an L2 evict-first policy. plan() sets it when
-  // s_q = 1 and the call reads at most 4 × the L2 (faster there on the H200; slower above); a caller
-  // may change it before run(). It changes only speed, never results.
+  // cuda: the KV is read under an L2 evict-first policy. plan() sets it when s_q = 1 and the call
+  // reads at most 4 × the L2 (faster there on the H200; slower above); a caller may change it before
+  // run(). It changes only speed, never results.
   bool kv_evict_first = false;
   // cuda: the work list, also on the host (backend-private): run() passes short lists in the launch
   // parameters. Shared by copies of the plan; null for cpu.

@@ -51,7 +51,7 @@ struct DecodeParams {
   float* partial_lse;    // [max_partials × 16] fp32
   int cluster;           // 0: partials to the workspace (combine.cu); n: clusters of n CTAs, one per q
                          // row, item k of the row on rank k, merged in the cluster (cluster_merge.h)
-  bool kv_evict_first;   // bf16, fp8: the KV copies under an L2 evict-first policy (Plan::kv_evict_first)
+  bool kv_evict_first;   // the KV read under an L2 evict-first policy (Plan::kv_evict_first)
   int max_item_tokens;   // ≥ every item's kv_end − kv_begin (tokens_per_split): picks the one-tile kernel
   int num_param_items;   // num_items when the items are in param_items too (≤ kParamItems), else 0
   WorkItem param_items[kParamItems];  // [num_param_items] = items[0, num_param_items)

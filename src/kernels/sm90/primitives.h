@@ -19,8 +19,8 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_b
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes)
                : "memory");
 }
-// The L2 policy of the bf16 and fp8 KV copies in the kernels launched for DecodeParams::kv_evict_first
-// (the others copy without a policy): evict-first makes the KV lines, read once per call, the first victims, so that a
+// The L2 policy of the KV reads in the kernels launched for DecodeParams::kv_evict_first (the others
+// read without a policy): evict-first makes the KV lines, read once per call, the first victims, so that a
 // stream of KV replaces earlier KV instead of what else the L2 holds — dirty lines among them, whose eviction costs a
 // DRAM write-back (perf-notes v94). (Copies under an evict_normal policy instead of none measured 8 % slower for bf16
 // at 256 × 8192: v94b.)
