@@ -7,7 +7,9 @@
 //   global ──cp.async 16 B──▶ bf16 stage (3 stages deep; rows of 1152 B, 16-byte chunks XOR-swizzled
 //                             by row % 8 so that ldmatrix rows hit distinct banks; Q rides in stage 2
 //                             until its fragments are in registers)
-//               the copies of tile t + 2 are issued in three parts among tile t's S steps
+//               the copies of tile t + 2 are issued in three parts among tile t's S steps; every
+//               kernel comes in two instantiations, the KV copies under an L2 evict-first policy
+//               or without one (DecodeParams::kv_evict_first; fp8 and MXFP4 alike)
 //   S  = Q·Kᵀ   mma.sync m16n8k16, M = the 16 heads exactly; warp (tg, kh) = (w % 4, w / 4)
 //               owns tokens [16tg, 16tg+16) × dims [288kh, 288kh+288), its Q fragments held
 //               in registers for the whole item; the two dim halves meet in shared memory
