@@ -55,6 +55,8 @@ class PreparedCase {
 
   const Problem& problem() const { return *problem_; }
   const Plan& plan() const { return plan_; }
+  // Overrides plan()'s choice of the KV's L2 policy (speed only; `mla bench --kv-l2`).
+  void set_kv_evict_first(bool on) { plan_.kv_evict_first = on; }
   Backend backend() const { return backend_; }
 
   // The user's call: mla::run on `stream` (ignored by the cpu backend).

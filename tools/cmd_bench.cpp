@@ -47,6 +47,9 @@ options:
   --check-requests N     requests checked against the reference per case (default 8, spread
                          over the batch; all of them when the batch is smaller)
   --seed N               input seed (default 1)
+  --kv-l2 auto|evict_first|normal
+                         cuda: the L2 policy of the KV reads (Plan::kv_evict_first): plan()'s
+                         choice (default), or forced either way
   --json FILE            also write the results as JSON
   --help                 this text
 
@@ -64,6 +67,7 @@ struct Options {
   int reps = 0;
   int check_requests = 8;
   std::uint64_t seed = 1;
+  std::optional<bool> kv_evict_first;  // --kv-l2: unset = plan()'s choice
   std::string json;
   bool help = false;
 };
@@ -97,6 +101,15 @@ Options parse(int argc, char** argv) {
       o.check_requests = int(parse_int("--check-requests", a.value(), 1, 1 << 20));
     } else if (k == "--seed") {
       o.seed = std::uint64_t(parse_int("--seed", a.value(), 0, std::numeric_limits<long long>::max()));
+    } else if (k == "--kv-l2") {
+      const std::string v = a.value();
+      if (v == "evict_first") {
+        o.kv_evict_first = true;
+      } else if (v == "normal") {
+        o.kv_evict_first = false;
+      } else if (v != "auto") {
+        throw UsageError{"--kv-l2: unknown policy '" + v + "' (auto, evict_first or normal)"};
+      }
     } else if (k == "--json") {
       o.json = a.value();
       if (o.json.empty()) throw UsageError{"--json: empty file name"};
@@ -137,6 +150,7 @@ struct Row {
 std::string layout_name(const Options& o) {
   std::string s = o.ragged ? "ragged" : "uniform";
   if (o.page_size) s += " paged" + std::to_string(o.page_size);
+  if (o.kv_evict_first) s += *o.kv_evict_first ? " kv-l2 evict_first" : " kv-l2 normal";
   return s;
 }
 
@@ -210,6 +224,7 @@ Row run_case(const Options& o, Backend backend, testing::GpuTimer* timer, KvForm
       r.error = s.message;
       return r;
     }
+    if (o.kv_evict_first) pc->set_kv_evict_first(*o.kv_evict_first);
     r.plan = describe(pc->plan());
     const CheckResult c = pc->check(o.check_requests);
     if (!c.status.ok()) {

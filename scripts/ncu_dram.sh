@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# DRAM bytes read and written and the duration of decode launches as the benchmark runs them: after
+# `mla bench`'s own L2 flush, which leaves the L2 full of dirty lines. ncu's default kernel replay
+# (and its cache control) hides that state: every pass starts from restored memory and nothing is
+# written back. Application replay reruns the whole command per pass instead (perf-notes v94b).
+#   usage: scripts/ncu_dram.sh OUTDIR FORMAT SHAPE [BENCH OPTIONS…]   (on the H200 machine; the binary
+#          is $MLA_BIN, default build-gpu/mla, built here if missing)
+#   e.g.   scripts/ncu_dram.sh $OUT fp8 32x8192 --kv-l2 normal
+set -uo pipefail
+out=${1:?usage: scripts/ncu_dram.sh OUTDIR FORMAT SHAPE [BENCH OPTIONS…]}
+fmt=${2:?format}
+shape=${3:?shape, e.g. 64x8192}
+shift 3
+cd "$(dirname "$0")/.."
+mla=${MLA_BIN:-build-gpu/mla}
+if [ ! -x "$mla" ]; then
+  cmake -S . -B build-gpu -G Ninja -DMLA_GTEST_SOURCE="$PWD/.deps/googletest" >/dev/null &&
+    cmake --build build-gpu -j"$(nproc)" --target mla_cli >/dev/null || exit 1
+fi
+mkdir -p "$out"
+log="$out/ncu-dram-$fmt-$shape$(printf '%s' "$*" | tr -c 'A-Za-z0-9_-' '_').txt"
+# Launches 5 and 6 of the decode kernel: past the correctness check and the warm-up.
+ncu --replay-mode application --cache-control none --clock-control none -k regex:decode -s 4 -c 2 \
+  --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+  "$mla" bench --backend cuda --format "$fmt" --shapes "$shape" --reps 3 --check-requests 1 "$@" \
+  >"$log" 2>&1
+grep -E "decode|gpu__time|dram__" "$log" | sed -E 's/ +/ /g' | cut -c1-120
