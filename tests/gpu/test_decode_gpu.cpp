@@ -106,6 +106,18 @@ void expect_identical(const Outputs& a, const Outputs& b, const std::string& wha
   EXPECT_EQ(0, std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * 4)) << what;
 }
 
+// Two plans of the same case that may differ only in speed: their outputs are bit-identical and
+// match the reference.
+void expect_plans_agree(GpuCase& gc, const HostInputs& in, const Plan& a, const Plan& b, const std::string& what) {
+  Outputs r1, r2;
+  ASSERT_NO_FATAL_FAILURE(run_outputs(gc, a, &r1));
+  ASSERT_NO_FATAL_FAILURE(run_outputs(gc, b, &r2));
+  expect_identical(r1, r2, what);
+  const Comparison cmp = against_reference(in, r1.out, r1.lse);
+  EXPECT_TRUE(cmp.ok()) << what << ": " << cmp.summary();
+  EXPECT_EQ(cmp.nonfinite, 0) << what;
+}
+
 const KvFormat kFormats[] = {KvFormat::bf16, KvFormat::fp8, KvFormat::mxfp4};
 
 TEST(GpuDecode, UniformChallengeAndPeakedAllFormats) {
@@ -408,20 +420,14 @@ TEST(GpuDecode, WorkListInParametersMatchesWorkspace) {
       ASSERT_NE(pl.host_work_list, nullptr);
       Plan from_workspace = pl;
       from_workspace.host_work_list.reset();
-      Outputs r1, r2;
-      ASSERT_NO_FATAL_FAILURE(run_outputs(gc, pl, &r1));
-      ASSERT_NO_FATAL_FAILURE(run_outputs(gc, from_workspace, &r2));
-      expect_identical(r1, r2, spec.name() + ": the two paths differ");
-      const Comparison cmp = against_reference(in, r1.out, r1.lse);
-      EXPECT_TRUE(cmp.ok()) << spec.name() << ": " << cmp.summary();
-      EXPECT_EQ(cmp.nonfinite, 0) << spec.name();
+      expect_plans_agree(gc, in, pl, from_workspace, spec.name() + ": params vs workspace work list");
     }
   }
 }
 
 // The KV's L2 policy (Plan::kv_evict_first, perf-notes v94) changes speed only: plan() picks
-// evict-first for these small calls, and runs with the flag flipped
-// are bit-identical to it and match the reference. Contiguous and paged by 64 rows (whole-tile copies)
+// evict-first for these small calls, and runs with the flag flipped are bit-identical to it and
+// match the reference. Contiguous and paged by 64 rows (whole-tile copies)
 // and by 16 rows (row-by-row copies), through the general kernels and the one-tile ones.
 TEST(GpuDecode, KvL2PolicyChangesNoResult) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
@@ -440,13 +446,7 @@ TEST(GpuDecode, KvL2PolicyChangesNoResult) {
       EXPECT_TRUE(pl.kv_evict_first) << describe(pl);
       Plan flipped = pl;
       flipped.kv_evict_first = !pl.kv_evict_first;
-      Outputs r1, r2;
-      ASSERT_NO_FATAL_FAILURE(run_outputs(gc, pl, &r1));
-      ASSERT_NO_FATAL_FAILURE(run_outputs(gc, flipped, &r2));
-      expect_identical(r1, r2, spec.name() + ": the two L2 policies differ");
-      const Comparison cmp = against_reference(in, r1.out, r1.lse);
-      EXPECT_TRUE(cmp.ok()) << spec.name() << ": " << cmp.summary();
-      EXPECT_EQ(cmp.nonfinite, 0) << spec.name();
+      expect_plans_agree(gc, in, pl, flipped, spec.name() + ": the two L2 policies");
     }
   }
 }

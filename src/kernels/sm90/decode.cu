@@ -152,12 +152,8 @@ struct Decoder {
       const int bytes = (ts.valid >> i) & 1u ? 16 : 0;
 #pragma unroll
       for (int q = 0; q < (kChunks + 31) / 32; ++q) {
-        if (lane + 32 * q >= kChunks) continue;
-        void* dst = &sm.raw[s][r][swz(r, lane + 32 * q)];
-        if constexpr (kEvictFirst) {
-          cp_async16(dst, ts.src[i] + 512 * q, bytes, kv_evict_first_policy());
-        } else {
-          cp_async16(dst, ts.src[i] + 512 * q, bytes);
+        if (lane + 32 * q < kChunks) {
+          cp_async16_kv<kEvictFirst>(&sm.raw[s][r][swz(r, lane + 32 * q)], ts.src[i] + 512 * q, bytes);
         }
       }
     }

@@ -163,11 +163,7 @@ __device__ __forceinline__ void copy_tile(Smem& sm, int s, const TileSource& ts)
 #pragma unroll
     for (int k = k0; k < k1; ++k) {
       const int n = int(threadIdx.x) + kThreads * k;  // piece n of the tile: row n / 36
-      if constexpr (kEvictFirst) {
-        cp_async16(stage + fp8_stage::dense_offset(n), ts.src[0] + 16 * n, 16, kv_evict_first_policy());
-      } else {
-        cp_async16(stage + fp8_stage::dense_offset(n), ts.src[0] + 16 * n, 16);
-      }
+      cp_async16_kv<kEvictFirst>(stage + fp8_stage::dense_offset(n), ts.src[0] + 16 * n, 16);
     }
   } else {
     constexpr int i0 = kPart, i1 = kPart == 2 ? 4 : kPart + 1;  // rows: a quarter, a quarter, a half

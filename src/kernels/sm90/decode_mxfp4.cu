@@ -130,20 +130,16 @@ struct RawRegs {
 };
 template <bool kEvictFirst>
 __device__ __forceinline__ RawRegs load_raw(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
-  const auto ldg = [](const std::uint8_t* src) {
-    if constexpr (kEvictFirst) return ldg16(src, kv_evict_first_policy());
-    return __ldg(reinterpret_cast<const uint4*>(src));
-  };
   RawRegs r;
   if (rows.contiguous() && t0 + kTile <= end && p.kv_row_stride == Traits::kRowBytes) {
     const std::uint8_t* src = p.kv + (rows.row_base + t0) * Traits::kRowBytes + 16 * threadIdx.x;
 #pragma unroll
-    for (int i = 0; i < Traits::kRawPerThread; ++i) r.x[i] = ldg(src + 16 * kThreads * i);
+    for (int i = 0; i < Traits::kRawPerThread; ++i) r.x[i] = ldg_kv16<kEvictFirst>(src + 16 * kThreads * i);
   } else {
 #pragma unroll
     for (int i = 0; i < Traits::kRawPerThread; ++i) {
       const int idx = threadIdx.x + kThreads * i, row = idx / Traits::kChunks, chunk = idx % Traits::kChunks;
-      r.x[i] = ldg(p.kv + rows.row_or_first(t0 + row, t0, end) * p.kv_row_stride + chunk * 16);
+      r.x[i] = ldg_kv16<kEvictFirst>(p.kv + rows.row_or_first(t0 + row, t0, end) * p.kv_row_stride + chunk * 16);
     }
   }
   return r;
@@ -177,13 +173,7 @@ __device__ __forceinline__ ScaleRegs load_scales(const DecodeParams& p, const Kv
   const unsigned short* src = reinterpret_cast<const unsigned short*>(p.kv_scales + row * p.scale_stride) + 5 * half;
   ScaleRegs sr;
 #pragma unroll
-  for (int i = 0; i < 5; ++i) {
-    if constexpr (kEvictFirst) {
-      sr.v[i] = (half == 0 || i < 4) ? ldg2(src + i, kv_evict_first_policy()) : 0u;
-    } else {
-      sr.v[i] = (half == 0 || i < 4) ? __ldg(src + i) : 0u;
-    }
-  }
+  for (int i = 0; i < 5; ++i) sr.v[i] = (half == 0 || i < 4) ? ldg_kv2<kEvictFirst>(src + i) : 0u;
   return sr;
 }
 

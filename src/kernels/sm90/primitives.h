@@ -19,11 +19,11 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_b
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes)
                : "memory");
 }
-// The L2 policy of the KV reads in the kernels launched for DecodeParams::kv_evict_first (the others
-// read without a policy): evict-first makes the KV lines, read once per call, the first victims, so that a
-// stream of KV replaces earlier KV instead of what else the L2 holds — dirty lines among them, whose eviction costs a
-// DRAM write-back (perf-notes v94). (Copies under an evict_normal policy instead of none measured 8 % slower for bf16
-// at 256 × 8192: v94b.)
+// The L2 policy of the KV reads in the kernels launched for DecodeParams::kv_evict_first (the
+// others read without a policy): evict-first makes the KV lines, read once per call, the first
+// victims, so that a stream of KV replaces earlier KV instead of what else the L2 holds — dirty lines
+// among them, whose eviction costs a DRAM write-back (perf-notes v94). (Copies under an evict_normal
+// policy instead of none measured 8 % slower for bf16 at 256 × 8192: v94b.)
 __device__ __forceinline__ std::uint64_t kv_evict_first_policy() {
   std::uint64_t policy;
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
@@ -50,6 +50,26 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_b
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr(dst)), "l"(src),
                "r"(src_bytes), "l"(policy)
                : "memory");
+}
+// The KV reads of a kernel instantiated for DecodeParams::kv_evict_first (kEvictFirst) or not:
+// under kv_evict_first_policy, or plain (cp_async16, __ldg).
+template <bool kEvictFirst>
+__device__ __forceinline__ void cp_async16_kv(void* dst, const void* src, int src_bytes) {
+  if constexpr (kEvictFirst) {
+    cp_async16(dst, src, src_bytes, kv_evict_first_policy());
+  } else {
+    cp_async16(dst, src, src_bytes);
+  }
+}
+template <bool kEvictFirst>
+__device__ __forceinline__ uint4 ldg_kv16(const void* src) {
+  if constexpr (kEvictFirst) return ldg16(src, kv_evict_first_policy());
+  return __ldg(reinterpret_cast<const uint4*>(src));
+}
+template <bool kEvictFirst>
+__device__ __forceinline__ std::uint32_t ldg_kv2(const unsigned short* src) {
+  if constexpr (kEvictFirst) return ldg2(src, kv_evict_first_policy());
+  return __ldg(src);
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
