@@ -6,6 +6,8 @@
 #   usage: scripts/ncu_dram.sh OUTDIR FORMAT SHAPE [BENCH OPTIONS…]   (on the H200 machine; the binary
 #          is $MLA_BIN, default build-gpu/mla, built here if missing)
 #   e.g.   scripts/ncu_dram.sh $OUT fp8 32x8192 --kv-l2 normal
+# NCU_EXTRA="metric,…" adds metrics (each must exist: `ncu --query-metrics`), e.g. the L2's hit and
+# miss sectors of the SMs' reads: lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum, …_miss.sum.
 set -uo pipefail
 out=${1:?usage: scripts/ncu_dram.sh OUTDIR FORMAT SHAPE [BENCH OPTIONS…]}
 fmt=${2:?format}
@@ -21,7 +23,7 @@ mkdir -p "$out"
 log="$out/ncu-dram-$fmt-$shape$(printf '%s' "$*" | tr -c 'A-Za-z0-9_-' '_').txt"
 # Launches 5 and 6 of the decode kernel: past the correctness check and the warm-up.
 ncu --replay-mode application --cache-control none --clock-control none -k regex:decode -s 4 -c 2 \
-  --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+  --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum${NCU_EXTRA:+,$NCU_EXTRA} \
   "$mla" bench --backend cuda --format "$fmt" --shapes "$shape" --reps 3 --check-requests 1 "$@" \
   >"$log" 2>&1
-grep -E "decode|gpu__time|dram__" "$log" | sed -E 's/ +/ /g' | cut -c1-120
+grep -E "decode|gpu__time|dram__|lts__" "$log" | sed -E 's/ +/ /g' | cut -c1-120
