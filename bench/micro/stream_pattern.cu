@@ -1,0 +1,209 @@
+// Microbenchmark: how fast the H200 streams a 2.4 GB read (bf16 256×8192's KV) in the access
+// patterns of the decode kernels, against the pattern of `mla bench`'s floor, all from the same
+// cold and dirty L2 (a 256 MiB memset before every rep, as SPEC §4's protocol does).
+// Not part of the library build; on the H200:
+//   nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a bench/micro/stream_pattern.cu -o /tmp/stream_pattern
+//   /tmp/stream_pattern [reps]
+// Patterns:
+//   window     the floor (src/testing/gpu_timing.cu): block k reads 16 KiB chunk k, so the
+//              resident blocks sweep one window of addresses through the buffer.
+//   ldg S×T    S CTAs of T threads, CTA c reading its own contiguous 1/S of the buffer (the
+//              decode's one stream per work item), 8 loads of 16 bytes in flight per thread.
+//   ring …     the same streams copied by cp.async into a ring of shared-memory stages, each
+//              waited for and read once (the decode kernels' copy pipeline without their math):
+//              bf16-like (256 threads, 3 stages of 72 KiB, one CTA per SM) and fp8-like (128
+//              threads, 2 stages of 36 KiB, two CTAs per SM), plain or under an L2 evict-first policy.
+// Prints per pattern the mean and best device time over the reps (cudaEvent) and its bandwidth
+// against the window's.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+bool ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) std::printf("%s: %s\n", what, cudaGetErrorString(e));
+  return e == cudaSuccess;
+}
+
+constexpr std::int64_t kBytes = std::int64_t(256) * 8192 * 1152;  // bf16 256×8192
+constexpr std::int64_t kFlushBytes = std::int64_t(256) << 20;
+
+// ── window: the floor's kernel ──────────────────────────────────────────────────────────────────
+constexpr int kWinThreads = 256, kWinLoads = 4;
+__global__ void __launch_bounds__(kWinThreads) window_kernel(const uint4* data, long long n16, unsigned* sink) {
+  const long long base = static_cast<long long>(blockIdx.x) * (kWinThreads * kWinLoads) + threadIdx.x;
+  uint4 v[kWinLoads];
+#pragma unroll
+  for (int j = 0; j < kWinLoads; ++j) {
+    const long long i = base + static_cast<long long>(j) * kWinThreads;
+    v[j] = i < n16 ? data[i] : make_uint4(0u, 0u, 0u, 0u);
+  }
+  unsigned acc = 0;
+#pragma unroll
+  for (int j = 0; j < kWinLoads; ++j) acc ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
+  if (acc == 0x9E3779B9u) *sink = acc;
+}
+
+// ── ldg: one contiguous stream per CTA ──────────────────────────────────────────────────────────
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) ldg_kernel(const uint4* data, long long n16, unsigned* sink) {
+  constexpr int kUnroll = 8;
+  const long long per = (n16 + gridDim.x - 1) / gridDim.x;
+  const long long begin = blockIdx.x * per, end = (begin + per < n16 ? begin + per : n16);
+  unsigned acc = 0;
+  for (long long i = begin + threadIdx.x; i < end; i += kThreads * kUnroll) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) {
+      const long long k = i + static_cast<long long>(j) * kThreads;
+      v[j] = k < end ? __ldg(data + k) : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) acc ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
+  }
+  if (acc == 0x9E3779B9u) *sink = acc;
+}
+
+// ── ring: cp.async into shared-memory stages ────────────────────────────────────────────────────
+__device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+template <bool kEf>
+__device__ __forceinline__ void cp16(void* dst, const void* src, int bytes, std::uint64_t policy) {
+  if constexpr (kEf) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_u32(dst)), "l"(src),
+                 "r"(bytes), "l"(policy)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(bytes)
+                 : "memory");
+  }
+}
+template <int kThreads, int kStageBytes, int kStages, bool kEf>
+__global__ void __launch_bounds__(kThreads) ring_kernel(const std::uint8_t* data, long long nbytes, unsigned* sink) {
+  extern __shared__ __align__(128) std::uint8_t smem[];
+  std::uint64_t policy = 0;
+  if constexpr (kEf) asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  const long long tiles_total = (nbytes + kStageBytes - 1) / kStageBytes;
+  const long long per = (tiles_total + gridDim.x - 1) / gridDim.x;
+  const long long t_begin = blockIdx.x * per, t_end = (t_begin + per < tiles_total ? t_begin + per : tiles_total);
+  const long long n = (t_end > t_begin ? t_end - t_begin : 0LL);
+  auto issue = [&](long long t) {
+    if (t < n) {
+      std::uint8_t* stage = smem + (t % kStages) * kStageBytes;
+      const long long off = (t_begin + t) * kStageBytes;
+      for (int i = threadIdx.x; i < kStageBytes / 16; i += kThreads) {
+        const long long o = off + 16LL * i;
+        cp16<kEf>(stage + 16 * i, data + (o + 16 <= nbytes ? o : nbytes - 16), o + 16 <= nbytes ? 16 : 0, policy);
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  };
+  for (int s = 0; s < kStages - 1; ++s) issue(s);
+  unsigned acc = 0;
+  for (long long t = 0; t < n; ++t) {
+    issue(t + kStages - 1);
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 1) : "memory");
+    __syncthreads();
+    const uint4 v = reinterpret_cast<const uint4*>(smem + (t % kStages) * kStageBytes)[threadIdx.x];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    __syncthreads();
+  }
+  if (acc == 0x9E3779B9u) *sink = acc;
+}
+
+struct Pattern {
+  std::string name;
+  void (*launch)(const std::uint8_t*, unsigned*, cudaStream_t);
+  std::vector<float> ms;
+};
+
+template <int kThreads, int kStageBytes, int kStages, bool kEf, int kGrid>
+void launch_ring(const std::uint8_t* d, unsigned* sink, cudaStream_t s) {
+  ring_kernel<kThreads, kStageBytes, kStages, kEf><<<kGrid, kThreads, kStageBytes * kStages, s>>>(d, kBytes, sink);
+}
+template <int kThreads, int kStageBytes, int kStages, bool kEf>
+int allow_ring_smem() {
+  return cudaFuncSetAttribute(ring_kernel<kThreads, kStageBytes, kStages, kEf>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, kStageBytes * kStages);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 20;
+  std::uint8_t* data = nullptr;
+  std::uint8_t* flush = nullptr;
+  unsigned* sink = nullptr;
+  if (!ok(cudaMalloc(&data, kBytes), "cudaMalloc")) return 1;
+  if (!ok(cudaMalloc(&flush, kFlushBytes), "cudaMalloc")) return 1;
+  if (!ok(cudaMalloc(&sink, 16), "cudaMalloc")) return 1;
+  if (!ok(cudaMemset(data, 0x5A, kBytes), "cudaMemset")) return 1;
+  constexpr int kBf16Stage = 64 * 1152, kFp8Stage = 64 * 576;
+  if (allow_ring_smem<256, kBf16Stage, 3, false>() || allow_ring_smem<256, kBf16Stage, 3, true>() ||
+      allow_ring_smem<128, kFp8Stage, 2, false>() || allow_ring_smem<128, kFp8Stage, 2, true>()) {
+    std::printf("cudaFuncSetAttribute failed\n");
+    return 1;
+  }
+  std::vector<Pattern> pats = {
+      {"window (the floor)",
+       [](const std::uint8_t* d, unsigned* k, cudaStream_t s) {
+         const long long n16 = kBytes / 16;
+         const long long blocks = (n16 + kWinThreads * kWinLoads - 1) / (kWinThreads * kWinLoads);
+         window_kernel<<<unsigned(blocks), kWinThreads, 0, s>>>(reinterpret_cast<const uint4*>(d), n16, k);
+       }},
+      {"ldg 132x512",
+       [](const std::uint8_t* d, unsigned* k, cudaStream_t s) {
+         ldg_kernel<512><<<132, 512, 0, s>>>(reinterpret_cast<const uint4*>(d), kBytes / 16, k);
+       }},
+      {"ldg 264x256",
+       [](const std::uint8_t* d, unsigned* k, cudaStream_t s) {
+         ldg_kernel<256><<<264, 256, 0, s>>>(reinterpret_cast<const uint4*>(d), kBytes / 16, k);
+       }},
+      {"ring bf16-like, 256 CTAs", launch_ring<256, kBf16Stage, 3, false, 256>},
+      {"ring bf16-like, 256 CTAs, ef", launch_ring<256, kBf16Stage, 3, true, 256>},
+      {"ring bf16-like, 132 CTAs", launch_ring<256, kBf16Stage, 3, false, 132>},
+      {"ring fp8-like, 256 CTAs", launch_ring<128, kFp8Stage, 2, false, 256>},
+      {"ring fp8-like, 256 CTAs, ef", launch_ring<128, kFp8Stage, 2, true, 256>},
+      {"ring fp8-like, 264 CTAs", launch_ring<128, kFp8Stage, 2, false, 264>},
+  };
+  cudaStream_t stream;
+  if (!ok(cudaStreamCreate(&stream), "cudaStreamCreate")) return 1;
+  cudaEvent_t a, b;
+  if (!ok(cudaEventCreate(&a), "cudaEventCreate")) return 1;
+  if (!ok(cudaEventCreate(&b), "cudaEventCreate")) return 1;
+  for (auto& p : pats) {  // warm-up (and launch check) of every pattern
+    p.launch(data, sink, stream);
+    if (!ok(cudaGetLastError(), "cudaGetLastError")) return 1;
+  }
+  if (!ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize")) return 1;
+  for (int r = 0; r < reps; ++r) {  // round-robin, so that every pattern sees the same machine
+    for (auto& p : pats) {
+      if (!ok(cudaMemsetAsync(flush, r & 0xFF, kFlushBytes, stream), "cudaMemsetAsync")) return 1;
+      if (!ok(cudaEventRecord(a, stream), "cudaEventRecord")) return 1;
+      p.launch(data, sink, stream);
+      if (!ok(cudaEventRecord(b, stream), "cudaEventRecord")) return 1;
+      if (!ok(cudaEventSynchronize(b), "cudaEventSynchronize")) return 1;
+      float ms = 0.f;
+      if (!ok(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime")) return 1;
+      p.ms.push_back(ms);
+    }
+  }
+  std::printf("%.2f GB read per rep, %d reps, cold dirty L2 (256 MiB memset before each)\n", kBytes / 1e9, reps);
+  std::printf("%-32s %10s %10s %8s %10s\n", "pattern", "mean us", "best us", "GB/s", "vs window");
+  double window_mean = 0.0;
+  for (auto& p : pats) {
+    double sum = 0.0;
+    for (float m : p.ms) sum += m;
+    const double mean = 1e3 * sum / p.ms.size(), best = 1e3 * *std::min_element(p.ms.begin(), p.ms.end());
+    if (window_mean == 0.0) window_mean = mean;
+    std::printf("%-32s %10.1f %10.1f %8.0f %9.1f%%\n", p.name.c_str(), mean, best, kBytes / mean / 1e3,
+                100.0 * window_mean / mean);
+  }
+  return 0;
+}
