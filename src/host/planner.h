@@ -85,8 +85,10 @@ int walking_grid(std::span<const WorkItem> items, int slots, std::int64_t max_me
 // Whether a call's KV copies should go under an L2 evict-first policy (Plan::kv_evict_first): when
 // each KV row is read once (s_q = 1) and the call reads at most 4 × the L2 (`l2_bytes`). Evict-first
 // keeps the KV from evicting the L2's other lines, dirty ones included, whose write-backs would
-// share the DRAM with the KV: a saving bounded by the L2's size. Measured on the H200 (perf-notes
-// v94) it also streams a few per cent slower, so that it loses once a call reads ~5 × the L2.
+// share the DRAM with the KV: a fixed saving (~2.4 µs on the H200, the write-backs of about half
+// the L2), which needs the policy to the call's end. It also streams ~3 % slower, even in a plain
+// copy loop (bench/micro/stream_pattern.cu), so the two break even near 350 MB, ~5.5 × the L2
+// (perf-notes v94, session 17).
 bool kv_evict_first(std::int64_t kv_bytes, std::int64_t l2_bytes, int s_q);
 
 }  // namespace mla
