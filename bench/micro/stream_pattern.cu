@@ -3,10 +3,10 @@
 // before every rep, as SPEC §4's protocol does). Two sizes: 2.42 GB (bf16 256×8192's KV) and
 // 151 MB (fp8 32×8192's, where the L2 evict-first policy wins in the kernels).
 // Not part of the library build; on the H200:
-//   nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a bench/micro/stream_pattern.cu -o /tmp/stream_pattern
-//   /tmp/stream_pattern [reps]
+//   nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a -Isrc bench/micro/stream_pattern.cu -o
+//   /tmp/stream_pattern /tmp/stream_pattern [reps]
 // Patterns:
-//   window     the floor (src/testing/gpu_timing.cu): block k reads 16 KiB chunk k, so the
+//   window     the floor's own kernel (src/testing/stream_read.h): block k reads 16 KiB chunk k, so the
 //              resident blocks sweep one window of addresses through the buffer.
 //   ldg S×T    S CTAs of T threads, CTA c reading its own contiguous 1/S of the buffer (the
 //              decode's one stream per work item), 8 loads of 16 bytes per thread, then their use.
@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "testing/stream_read.h"
+
 namespace {
 
 bool ok(cudaError_t e, const char* what) {
@@ -35,22 +37,6 @@ bool ok(cudaError_t e, const char* what) {
 
 constexpr std::int64_t kBytes = std::int64_t(256) * 8192 * 1152;  // bf16 256×8192
 constexpr std::int64_t kFlushBytes = std::int64_t(256) << 20;
-
-// ── window: the floor's kernel ──────────────────────────────────────────────────────────────────
-constexpr int kWinThreads = 256, kWinLoads = 4;
-__global__ void __launch_bounds__(kWinThreads) window_kernel(const uint4* data, long long n16, unsigned* sink) {
-  const long long base = static_cast<long long>(blockIdx.x) * (kWinThreads * kWinLoads) + threadIdx.x;
-  uint4 v[kWinLoads];
-#pragma unroll
-  for (int j = 0; j < kWinLoads; ++j) {
-    const long long i = base + static_cast<long long>(j) * kWinThreads;
-    v[j] = i < n16 ? data[i] : make_uint4(0u, 0u, 0u, 0u);
-  }
-  unsigned acc = 0;
-#pragma unroll
-  for (int j = 0; j < kWinLoads; ++j) acc ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
-  if (acc == 0x9E3779B9u) *sink = acc;
-}
 
 // ── ldg: one contiguous stream per CTA ──────────────────────────────────────────────────────────
 template <int kThreads>
@@ -144,8 +130,10 @@ struct Pattern {
 };
 
 void launch_window(const std::uint8_t* d, long long nbytes, unsigned* sink, cudaStream_t s) {
-  const long long n16 = nbytes / 16, blocks = (n16 + kWinThreads * kWinLoads - 1) / (kWinThreads * kWinLoads);
-  window_kernel<<<unsigned(blocks), kWinThreads, 0, s>>>(reinterpret_cast<const uint4*>(d), n16, sink);
+  namespace fr = mla::testing::floor_read;
+  const long long n16 = nbytes / 16;
+  fr::stream_read_kernel<<<unsigned(fr::blocks(n16)), fr::kThreads, 0, s>>>(reinterpret_cast<const uint4*>(d), n16,
+                                                                            0x9E3779B9u, sink);
 }
 template <int kThreads, int kGrid>
 void launch_ldg(const std::uint8_t* d, long long nbytes, unsigned* sink, cudaStream_t s) {

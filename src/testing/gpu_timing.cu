@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "testing/gpu_timing.h"
+#include "testing/stream_read.h"
 
 namespace mla::testing {
 namespace {
@@ -49,27 +50,6 @@ __global__ void spin_kernel(unsigned long long ns, unsigned long long* clocks) {
 __global__ void noop_kernel() {}
 
 constexpr int kPhases = 4;  // command-stream positions a case's reps rotate through
-constexpr int kFloorThreads = 256;
-constexpr int kFloorLoads = 4;  // 16-byte loads per thread
-constexpr std::int64_t kFloorBlockBytes = std::int64_t(kFloorThreads) * kFloorLoads * 16;
-
-// The floor: block k reads the 16 KiB chunk k with four coalesced 16-byte loads per thread, all
-// issued before any is used. The XOR of everything goes to a store that only a sentinel match
-// (never, for the fill pattern) takes, so the loads cannot be dropped.
-__global__ void __launch_bounds__(kFloorThreads)
-    stream_read_kernel(const uint4* __restrict__ data, long long n16, unsigned sentinel, unsigned* __restrict__ sink) {
-  const long long base = static_cast<long long>(blockIdx.x) * (kFloorThreads * kFloorLoads) + threadIdx.x;
-  uint4 v[kFloorLoads];
-#pragma unroll
-  for (int j = 0; j < kFloorLoads; ++j) {
-    const long long i = base + static_cast<long long>(j) * kFloorThreads;
-    v[j] = i < n16 ? data[i] : make_uint4(0u, 0u, 0u, 0u);
-  }
-  unsigned acc = 0;
-#pragma unroll
-  for (int j = 0; j < kFloorLoads; ++j) acc ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
-  if (acc == sentinel) *sink = acc;
-}
 
 std::string read_driver_release() {
   std::ifstream f("/proc/driver/nvidia/version");
@@ -171,7 +151,8 @@ class CudaGpuTimer final : public GpuTimer {
   Status time_floor(std::int64_t bytes, int reps, GpuTiming* out, int warmup) override {
     if (bytes <= 0) return {StatusCode::invalid_argument, "floor bytes must be > 0"};
     const std::int64_t n16 = (bytes + 15) / 16;
-    const std::int64_t padded = (bytes + kFloorBlockBytes - 1) / kFloorBlockBytes * kFloorBlockBytes;
+    const std::int64_t padded =
+        (bytes + floor_read::kBlockBytes - 1) / floor_read::kBlockBytes * floor_read::kBlockBytes;
     if (padded > floor_bytes_) {
       release_floor_buffer();
       MLA_TIMING_CUDA(cudaMalloc(&floor_, std::size_t(padded)));
@@ -179,13 +160,14 @@ class CudaGpuTimer final : public GpuTimer {
       MLA_TIMING_CUDA(cudaMemset(floor_, 0x5A, std::size_t(padded)));
       MLA_TIMING_CUDA(cudaDeviceSynchronize());
     }
-    const long long blocks = (n16 + kFloorThreads * kFloorLoads - 1) / (kFloorThreads * kFloorLoads);
+    const long long blocks = floor_read::blocks(n16);
     if (blocks > 0x7FFFFFFFLL) return {StatusCode::invalid_argument, "floor size too large for one grid"};
     const uint4* data = static_cast<const uint4*>(floor_);
     unsigned* sink = sink_;
     const Call launch = [data, n16, blocks, sink](void* s) -> Status {
-      stream_read_kernel<<<static_cast<unsigned>(blocks), kFloorThreads, 0, static_cast<cudaStream_t>(s)>>>(
-          data, static_cast<long long>(n16), 0x9E3779B9u, sink);
+      floor_read::
+          stream_read_kernel<<<static_cast<unsigned>(blocks), floor_read::kThreads, 0, static_cast<cudaStream_t>(s)>>>(
+              data, static_cast<long long>(n16), 0x9E3779B9u, sink);
       return cuda_status(cudaGetLastError(), "stream_read_kernel launch");
     };
     return time_call(launch, reps, out, warmup);
