@@ -102,6 +102,8 @@ struct Plan {
   int batch = 0;
   int s_q = 1;
   std::int64_t total_q = 0;
+  // The KV format planned for: run() refuses a problem of another format.
+  KvFormat kv_format = KvFormat::bf16;
   std::int64_t total_kv = 0;     // Σ L_b
   int tokens_per_split = 0;      // KV tokens per work item (multiple of the tile)
   int num_work_items = 0;        // (request, KV range) pairs

@@ -56,6 +56,10 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
     return {StatusCode::invalid_argument,
             "plan does not match this problem (batch, s_q or total_q differ, or plan is empty)"};
   }
+  if (plan.kv_format != p.kv.format) {  // the work list (its tile, the CTAs' wave) and the kernel depend on it
+    return {StatusCode::invalid_argument, std::string("plan was made for ") + to_string(plan.kv_format) +
+                                              " KV, the problem's is " + to_string(p.kv.format)};
+  }
   switch (plan.backend) {
     case Backend::cpu:
       return cpu::run(p, plan);
@@ -71,8 +75,8 @@ bool cuda_available() {
 
 std::string describe(const Plan& plan) {
   std::ostringstream os;
-  os << "plan[" << to_string(plan.backend) << "] batch=" << plan.batch << " s_q=" << plan.s_q
-     << " total_kv=" << plan.total_kv << " work_items=" << plan.num_work_items
+  os << "plan[" << to_string(plan.backend) << "] kv=" << to_string(plan.kv_format) << " batch=" << plan.batch
+     << " s_q=" << plan.s_q << " total_kv=" << plan.total_kv << " work_items=" << plan.num_work_items
      << " tokens_per_split=" << plan.tokens_per_split << " split_requests=" << plan.num_split_requests
      << " max_partials=" << plan.max_request_partials << " grid=" << plan.grid << " workspace=" << plan.workspace_bytes
      << "B";

@@ -215,7 +215,9 @@ TEST(CpuBackend, PlanFields) {
   EXPECT_EQ(r.plan.tokens_per_split % 64, 0);
   EXPECT_NE(r.plan.workspace, nullptr);
   EXPECT_GT(r.plan.workspace_bytes, 0u);
+  EXPECT_EQ(r.plan.kv_format, KvFormat::bf16);
   EXPECT_NE(describe(r.plan).find("cpu"), std::string::npos);
+  EXPECT_NE(describe(r.plan).find("kv=bf16"), std::string::npos) << describe(r.plan);
 }
 
 TEST(CpuBackend, WorkspaceTooSmall) {

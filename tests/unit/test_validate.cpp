@@ -535,6 +535,16 @@ TEST(Validate, RunReturnsTheErrorWithoutWritingOutputs) {
   EXPECT_NE(s.message.find("s_q"), std::string::npos) << s.message;
   EXPECT_TRUE(h.outputs_untouched());
 
+  // A plan made for another KV format is refused: the CUDA work list and kernel depend on it (a bf16
+  // plan's walking grid has fewer CTAs than items; fp8's kernel would skip the rest).
+  bad = h.p;
+  bad.kv.format = h.p.kv.format == KvFormat::fp8 ? KvFormat::bf16 : KvFormat::fp8;
+  bad.kv.fp8_scale = 1.0f;
+  s = mla::run(bad, plan);
+  EXPECT_EQ(s.code, StatusCode::invalid_argument) << s.message;
+  EXPECT_NE(s.message.find("plan was made for"), std::string::npos) << s.message;
+  EXPECT_TRUE(h.outputs_untouched());
+
   // A plan made for another batch is refused too.
   Host other;
   other.qo = {0, 1, 2, 3};

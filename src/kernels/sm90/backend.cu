@@ -134,6 +134,7 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   pl.batch = p.batch;
   pl.s_q = p.s_q;
   pl.total_q = p.total_q;
+  pl.kv_format = p.kv.format;
   pl.total_kv = kv[std::size_t(p.batch)];
   pl.tokens_per_split = wl.tokens_per_split;
   pl.num_work_items = int(items.size());
