@@ -129,7 +129,7 @@ static_assert(fp8_stage::kRowBytes == Traits::kRowBytes && fp8_stage::kRows == k
 // (DecodeParams::kv_evict_first); row-by-row copies never do: with a policy, ptxas 13.0 encodes them
 // as illegal instructions (primitives.h).
 struct TileSource {
-  const std::uint8_t* src[4];  // dense: src[0] = the tile's first byte; else this lane's rows
+  const std::uint8_t* src[4];  // dense: src[0] = this thread's first piece (tile byte 16·tid); else this lane's rows
   unsigned valid;              // rows: bit i = row i holds a token (< end)
   bool dense;
 };
@@ -141,7 +141,9 @@ __device__ __forceinline__ TileSource tile_source(const DecodeParams& p, const K
   if (p.kv_row_stride == Traits::kRowBytes && t0 + kTile <= end && (rows.contiguous() || p.page_shift >= 6)) {
     // Pages of ≥ 64 rows: the tile is in one page, since tiles start at multiples of 64 (work items
     // are cut on tile boundaries: Planner.CoversEveryTokenOnce).
-    ts.src[0] = p.kv + rows(t0) * Traits::kRowBytes;
+    // The thread's 16·tid is added here, once: piece k is then src[0] plus the constant 2048k, which
+    // the copies take as immediates (perf-notes v99: no 64-bit address arithmetic per piece).
+    ts.src[0] = p.kv + rows(t0) * Traits::kRowBytes + 16 * int(threadIdx.x);
     ts.dense = true;
     return ts;
   }
@@ -163,7 +165,7 @@ __device__ __forceinline__ void copy_tile(Smem& sm, int s, const TileSource& ts)
 #pragma unroll
     for (int k = k0; k < k1; ++k) {
       const int n = int(threadIdx.x) + kThreads * k;  // piece n of the tile: row n / 36
-      cp_async16_kv<kEvictFirst>(stage + fp8_stage::dense_offset(n), ts.src[0] + 16 * n, 16);
+      cp_async16_kv<kEvictFirst>(stage + fp8_stage::dense_offset(n), ts.src[0] + 16 * kThreads * k, 16);
     }
   } else {
     constexpr int i0 = kPart, i1 = kPart == 2 ? 4 : kPart + 1;  // rows: a quarter, a quarter, a half
