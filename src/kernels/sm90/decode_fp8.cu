@@ -264,18 +264,31 @@ __device__ __forceinline__ void k_convert(const KRaw& x, std::uint32_t (&a)[Trai
 __device__ __forceinline__ int v_row_dim(int mt, int warp, int g) {
   return 64 * mt + 16 * warp + 2 * g;
 }
-__device__ __forceinline__ void v_fragments(const Smem& sm, int stage, int grp,
-                                            std::uint32_t (&a)[2][Traits::kPvSteps][4]) {
+// In two steps, so that a group's loads can be in flight across the wgmma wait that frees its
+// registers: v_raw (the ldmatrix.trans results) and v_permute (the byte permutes into the fragments).
+struct VRaw {
+  std::uint32_t r[2][Traits::kPvSteps][4];  // matrix i: tokens 32ks + 8i + [0, 8) × the 16 dims (one core matrix)
+};
+__device__ __forceinline__ VRaw v_raw(const Smem& sm, int stage, int grp) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  VRaw x;
 #pragma unroll
   for (int m = 0; m < 2; ++m) {
-    const int mt = 2 * grp + m;
 #pragma unroll
     for (int ks = 0; ks < Traits::kPvSteps; ++ks) {
-      std::uint32_t r[4];  // matrix i: tokens 32ks + 8i + [0, 8) × the 16 dims (one core matrix)
-      ldmatrix_x4_trans(r, sm.kv[stage] + fp8_stage::v_offset(lane, warp, ks, mt));
+      ldmatrix_x4_trans(x.r[m][ks], sm.kv[stage] + fp8_stage::v_offset(lane, warp, ks, 2 * grp + m));
+    }
+  }
+  return x;
+}
+__device__ __forceinline__ void v_permute(const VRaw& x, std::uint32_t (&a)[2][Traits::kPvSteps][4]) {
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+#pragma unroll
+    for (int ks = 0; ks < Traits::kPvSteps; ++ks) {
       // r[i] bytes: (token 2c, dim 2g), (2c, 2g+1), (2c+1, 2g), (2c+1, 2g+1) of matrix i; a register's
       // bytes are tokens 2c, 8+2c, 2c+1, 9+2c (P's slot order, above).
+      const std::uint32_t(&r)[4] = x.r[m][ks];
       a[m][ks][0] = __byte_perm(r[0], r[1], 0x6240);  // row g   = dim 2g
       a[m][ks][1] = __byte_perm(r[0], r[1], 0x7351);  // row g+8 = dim 2g+1
       a[m][ks][2] = __byte_perm(r[2], r[3], 0x6240);
@@ -287,6 +300,10 @@ __device__ __forceinline__ void v_fragments(const Smem& sm, int stage, int grp,
 #pragma unroll
     for (int ks = 0; ks < Traits::kPvSteps; ++ks) fence_regs(a[m][ks]);
   }
+}
+__device__ __forceinline__ void v_fragments(const Smem& sm, int stage, int grp,
+                                            std::uint32_t (&a)[2][Traits::kPvSteps][4]) {
+  v_permute(v_raw(sm, stage, grp), a);
 }
 
 // ── the kernel ──────────────────────────────────────────────────────────────────────────────────
@@ -453,11 +470,12 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     };
 #pragma unroll
     for (int grp = 0; grp < kGroups; ++grp) {
-      if (grp >= 2) {
-        wgmma_wait<1>();  // group grp − 2 retired
+      if (grp >= 2) {                            // groups 0, 1: during the softmax
+        const VRaw raw = v_raw(sm, stage, grp);  // in flight across the wait
+        wgmma_wait<1>();                         // group grp − 2 retired: its registers are free
         retire(grp - 2);
+        v_permute(raw, va[grp % 2]);
       }
-      if (grp >= 2) v_fragments(sm, stage, grp, va[grp % 2]);  // groups 0, 1: during the softmax
       wgmma_fence();
 #pragma unroll
       for (int m = 0; m < kGroupTiles; ++m) {
