@@ -23,7 +23,7 @@
 //            32..35, which do not touch Vt).
 //
 // K is decoded once per tile, into registers for S and (its first 512 dims) into Vt for P·V: no V
-// fragments, no second decode. Shared memory per CTA ≈ 111 KB (Vt 64 KB).
+// fragments, no second decode. Shared memory per CTA ≈ 107 KB (Vt 64 KB).
 #include <cuda_runtime.h>
 
 #include <cstdint>
