@@ -62,8 +62,6 @@ void parallel_ranges(std::int64_t n, std::int64_t min_per_thread, const Fn& fn) 
 // ---------------------------------------------------------------------------------------------
 // fp8
 
-constexpr std::uint8_t kE4m3Nan = 0x7F;
-
 // One element of the fp8 quantizer for a given (bf16-valued) scale: SPEC §2 steps 3 and 4.
 // A NaN quotient becomes 0x7F: PyTorch's float→bf16 rounding turns every NaN into +NaN (0x7FC0).
 std::uint8_t encode_fp8_element(std::uint16_t x_bits, float scale) {
@@ -150,23 +148,7 @@ void quantize_mxfp4_rows(const std::uint16_t* in, std::int64_t row_begin, std::i
 // ---------------------------------------------------------------------------------------------
 
 std::uint8_t float_to_e4m3_rne_satfinite(float x) {
-  const std::uint32_t u = float_to_bits(x);
-  const std::uint8_t sign = std::uint8_t((u >> 24) & 0x80u);
-  const std::uint32_t a = u & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return kE4m3Nan;                               // NaN (CUDA: canonical 0x7F)
-  if (a > 0x43E00000u) return std::uint8_t(sign | 0x7Eu);             // > 448 (incl. inf): satfinite
-  if (a >= 0x3C800000u) {                                             // ≥ 2^-6: normal e4m3
-    const std::uint32_t r = (a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20;  // RNE to 3 mantissa bits
-    return std::uint8_t(sign | (r - (120u << 3)));                    // rebias 127 → 7
-  }
-  if (a <= 0x3A800000u) return sign;  // ≤ 2^-10: 0 (2^-10 ties to 0)
-  // Subnormal e4m3: multiples of 2^-9. a's exponent E ∈ [-10, -7]; value/2^-9 = sig · 2^(E-14).
-  const int e = int(a >> 23) - 127;
-  const std::uint32_t sig = (a & 0x7FFFFFu) | 0x800000u;
-  const int shift = 14 - e;  // 21..24
-  const std::uint32_t half = 1u << (shift - 1);
-  const std::uint32_t r = (sig + half - 1u + ((sig >> shift) & 1u)) >> shift;  // 1..8 (8 = 2^-6)
-  return std::uint8_t(sign | r);
+  return encode_e4m3_rne_satfinite(x);
 }
 
 std::uint8_t float_to_e2m1(float qx, Mxfp4Rounding rounding) {

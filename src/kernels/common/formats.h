@@ -28,6 +28,31 @@ MLA_HD float decode_e4m3(std::uint8_t byte) {
   return bits_to_float(float_to_bits(mag) | sign);
 }
 
+// float → e4m3fn byte: round to nearest even, saturating (±448 for anything larger, infinities
+// included), NaN → 0x7F. Bit for bit CUDA's __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3),
+// i.e. `cvt.rn.satfinite.e4m3x2.f32`: GpuFormats.E4m3EncoderMatchesTheHardwareOnEveryFloat compares
+// all 2^32 inputs on the GPU.
+inline constexpr std::uint8_t kE4m3Nan = 0x7F;  // the canonical NaN the conversion produces
+MLA_HD std::uint8_t encode_e4m3_rne_satfinite(float x) {
+  const std::uint32_t u = float_to_bits(x);
+  const std::uint8_t sign = std::uint8_t((u >> 24) & 0x80u);
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return kE4m3Nan;                               // NaN
+  if (a > 0x43E00000u) return std::uint8_t(sign | 0x7Eu);             // > 448 (incl. inf): satfinite
+  if (a >= 0x3C800000u) {                                             // ≥ 2^-6: normal e4m3
+    const std::uint32_t r = (a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20;  // RNE to 3 mantissa bits
+    return std::uint8_t(sign | (r - (120u << 3)));                    // rebias 127 → 7
+  }
+  if (a <= 0x3A800000u) return sign;  // ≤ 2^-10: 0 (2^-10 ties to 0)
+  // Subnormal e4m3: multiples of 2^-9. a's exponent E ∈ [-10, -7]; value/2^-9 = sig · 2^(E-14).
+  const int e = int(a >> 23) - 127;
+  const std::uint32_t sig = (a & 0x7FFFFFu) | 0x800000u;
+  const int shift = 14 - e;  // 21..24
+  const std::uint32_t half = 1u << (shift - 1);
+  const std::uint32_t r = (sig + half - 1u + ((sig >> shift) & 1u)) >> shift;  // 1..8 (8 = 2^-6)
+  return std::uint8_t(sign | r);
+}
+
 // E2M1 code (low 4 bits used) → float (exact).
 MLA_HD float decode_e2m1(std::uint8_t code) {
   // Magnitude in halves: 0,1,2,3,4,6,8,12.
