@@ -372,10 +372,14 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     if (load_next) next_src = tile_source(p, rows, item.kv_begin + next * kTile, item.kv_end);
 
     // Sᵀ (tokens × heads) = K · Qᵀ: K in registers, batches of kBatch k16 steps, two batches in
-    // flight (a batch's registers are reused once the batch before it retired).
-    float sacc[2][8];  // even and odd batches: two independent chains, each started fresh
+    // flight (a batch's registers are reused once the batch before it retired). Four accumulator
+    // chains: batch bt's even and odd k steps go to chains 2·(bt % 2) and 2·(bt % 2) + 1. An m64n16
+    // wgmma that accumulates onto the one before it waits for it: with two chains of 18, S was the
+    // longest stretch of the tile (perf-notes v105).
+    float sacc[4][8];  // each started fresh by its first wgmma
     std::uint32_t ka[2][T::kBatch][4];
     constexpr int kBatches = kSteps / T::kBatch;
+    static_assert(T::kBatch >= 2, "each batch starts two of the four chains");
     static_assert(kSteps % T::kBatch == 0 && kBatches == 6,
                   "whole register batches; every other one carries a third of the next tile's copies");
     KRaw raw = k_raw(sm, stage, 0);
@@ -385,15 +389,17 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       if (bt + 1 < kBatches) raw_next = k_raw(sm, stage, (bt + 1) * T::kBatch);
       if (bt >= 2) wgmma_wait<1>();  // batch bt − 2 retired: its registers are free
       k_convert(raw, ka[bt % 2]);
-      fence_regs(sacc[bt % 2]);
+      fence_regs(sacc[2 * (bt % 2)]);
+      fence_regs(sacc[2 * (bt % 2) + 1]);
       wgmma_fence();
 #pragma unroll
       for (int i = 0; i < T::kBatch; ++i) {
         const std::uint64_t b = desc_q + 16 * (bt * T::kBatch + i);  // + 256 bytes per k16 step
-        if (bt < 2 && i == 0) {
-          wgmma_rs_f16<false>(sacc[bt % 2], ka[bt % 2][i], b);
+        float(&acc)[8] = sacc[2 * (bt % 2) + i % 2];
+        if (bt < 2 && i < 2) {
+          wgmma_rs_f16<false>(acc, ka[bt % 2][i], b);
         } else {
-          wgmma_rs_f16(sacc[bt % 2], ka[bt % 2][i], b);
+          wgmma_rs_f16(acc, ka[bt % 2][i], b);
         }
       }
       wgmma_commit();
@@ -408,11 +414,11 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       }
     }
     wgmma_wait<0>();
-    fence_regs(sacc[0]);
-    fence_regs(sacc[1]);
+#pragma unroll
+    for (int ch = 0; ch < 4; ++ch) fence_regs(sacc[ch]);
     float s[8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) s[i] = sacc[0][i] + sacc[1][i];
+    for (int i = 0; i < 8; ++i) s[i] = (sacc[0][i] + sacc[1][i]) + (sacc[2][i] + sacc[3][i]);
 #pragma unroll
     for (int b2 = 0; b2 < 2; ++b2) {
 #pragma unroll
