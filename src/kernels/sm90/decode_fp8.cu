@@ -373,9 +373,8 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 
     // Sᵀ (tokens × heads) = K · Qᵀ: K in registers, batches of kBatch k16 steps, two batches in
     // flight (a batch's registers are reused once the batch before it retired). Four accumulator
-    // chains: batch bt's even and odd k steps go to chains 2·(bt % 2) and 2·(bt % 2) + 1. An m64n16
-    // wgmma that accumulates onto the one before it waits for it: with two chains of 18, S was the
-    // longest stretch of the tile (perf-notes v105).
+    // chains: batch bt's even and odd k steps go to chains 2·(bt % 2) and 2·(bt % 2) + 1 (against
+    // two chains of 18 wgmmas: −0.4 to −0.5 %, perf-notes v105).
     float sacc[4][8];  // each started fresh by its first wgmma
     std::uint32_t ka[2][T::kBatch][4];
     constexpr int kBatches = kSteps / T::kBatch;
