@@ -2,6 +2,7 @@
 // ragged and paged batches, s_q 1..4, NaN-poisoned outputs and spare rows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -26,32 +27,86 @@ struct CpuRun {
   Plan plan;
   std::vector<std::uint16_t> out;
   std::vector<float> lse;
+  bool guards_intact = true;
+};
+
+// How a case runs: with or without an LSE buffer, the logits' scale, and whether every host buffer
+// (inputs, outputs and workspace) sits between 0xFF guard bytes, NaN in every format: a read
+// outside a buffer poisons the result, a write outside it breaks a guard.
+struct RunOptions {
+  bool with_lse = true;
+  float sm_scale = Problem{}.sm_scale;
+  bool guarded = false;
+};
+
+// Copies of buffers, each between kGuard bytes of 0xFF (payloads stay 16-byte aligned).
+class Guards {
+ public:
+  template <typename T>
+  T* copy(const T* src, std::size_t count) {
+    std::vector<std::uint8_t>& block = blocks_.emplace_back(2 * kGuard + count * sizeof(T), 0xFF);
+    if (src != nullptr && count > 0) std::memcpy(block.data() + kGuard, src, count * sizeof(T));
+    return reinterpret_cast<T*>(block.data() + kGuard);
+  }
+  bool intact() const {
+    for (const std::vector<std::uint8_t>& block : blocks_) {
+      for (std::size_t i = 0; i < kGuard; ++i) {
+        if (block[i] != 0xFF || block[block.size() - 1 - i] != 0xFF) return false;
+      }
+    }
+    return true;
+  }
+
+ private:
+  static constexpr std::size_t kGuard = 256;
+  std::vector<std::vector<std::uint8_t>> blocks_;
 };
 
 // Plans and runs with NaN-filled out, lse and workspace.
-CpuRun run_cpu(const HostInputs& in, bool with_lse) {
+CpuRun run_cpu(const HostInputs& in, const RunOptions& opt) {
   CpuRun r;
   r.out.assign(std::size_t(in.total_q) * kNumHeads * kValueDim, 0xFFFF);
-  if (with_lse) r.lse.assign(std::size_t(in.total_q) * kNumHeads, NAN);
-  const Problem p = in.problem(r.out.data(), with_lse ? r.lse.data() : nullptr);
+  if (opt.with_lse) r.lse.assign(std::size_t(in.total_q) * kNumHeads, NAN);
+  Problem p = in.problem(r.out.data(), opt.with_lse ? r.lse.data() : nullptr);
+  p.sm_scale = opt.sm_scale;
+  Guards guards;
+  if (opt.guarded) {
+    p.q = guards.copy(in.q.data(), in.q.size());
+    p.qo_indptr = guards.copy(in.qo_indptr.data(), in.qo_indptr.size());
+    p.kv_indptr = guards.copy(in.kv_indptr.data(), in.kv_indptr.size());
+    p.kv.data = guards.copy(in.kv_data.data(), in.kv_data.size());
+    if (p.kv.scales != nullptr) p.kv.scales = guards.copy(in.kv_scales.data(), in.kv_scales.size());
+    if (p.paging.page_table != nullptr) p.paging.page_table = guards.copy(in.page_table.data(), in.page_table.size());
+    p.out = guards.copy(r.out.data(), r.out.size());
+    if (opt.with_lse) p.lse = guards.copy(r.lse.data(), r.lse.size());
+  }
   std::size_t bytes = 0;
   r.status = workspace_size(p, Backend::cpu, &bytes);
   if (!r.status.ok()) return r;
-  std::vector<std::uint8_t> ws(bytes, 0xFF);  // NaN bytes: partials must be written before read
-  r.status = plan(p, Backend::cpu, ws.data(), bytes, &r.plan);
+  std::vector<std::uint8_t> unguarded_ws(opt.guarded ? 0 : bytes, 0xFF);  // NaN bytes: partials written before read
+  void* ws = opt.guarded ? static_cast<void*>(guards.copy<std::uint8_t>(nullptr, bytes)) : unguarded_ws.data();
+  r.status = plan(p, Backend::cpu, ws, bytes, &r.plan);
   if (!r.status.ok()) return r;
   r.status = run(p, r.plan);
+  if (opt.guarded) {
+    std::memcpy(r.out.data(), p.out, r.out.size() * sizeof(std::uint16_t));
+    if (opt.with_lse) std::memcpy(r.lse.data(), p.lse, r.lse.size() * sizeof(float));
+    r.guards_intact = guards.intact();
+  }
   return r;
 }
 
 // Runs prepared inputs and checks them against the reference; returns the plan for further checks.
-Plan check_inputs(const HostInputs& in, bool with_lse = true) {
+Plan check_inputs(const HostInputs& in, const RunOptions& opt) {
   SCOPED_TRACE(in.spec.name());
-  const CpuRun r = run_cpu(in, with_lse);
+  const CpuRun r = run_cpu(in, opt);
   EXPECT_TRUE(r.status.ok()) << r.status.message;
   if (!r.status.ok()) return r.plan;
+  EXPECT_TRUE(r.guards_intact) << "a write outside a buffer";
   std::vector<std::uint16_t> scratch(r.out.size());
-  const testing::Reference ref = testing::reference_decode(in.problem(scratch.data(), nullptr));
+  Problem ref_problem = in.problem(scratch.data(), nullptr);
+  ref_problem.sm_scale = opt.sm_scale;
+  const testing::Reference ref = testing::reference_decode(ref_problem);
   // Every element written and finite; rows with no visible key are exact zeros / −inf.
   std::int64_t nonfinite = 0, bad_empty = 0;
   for (std::size_t row = 0; row < ref.lse.size(); ++row) {
@@ -61,7 +116,7 @@ Plan check_inputs(const HostInputs& in, bool with_lse = true) {
       if (!std::isfinite(bf16_to_float(o))) ++nonfinite;
       if (empty && (o & 0x7FFF) != 0) ++bad_empty;
     }
-    if (with_lse) {
+    if (opt.with_lse) {
       if (empty ? r.lse[row] != -INFINITY : !std::isfinite(r.lse[row])) ++bad_empty;
     }
   }
@@ -70,6 +125,9 @@ Plan check_inputs(const HostInputs& in, bool with_lse = true) {
   const testing::Comparison c = testing::compare(r.out, r.lse, ref);
   EXPECT_TRUE(c.ok()) << c.summary() << " — " << describe(r.plan);
   return r.plan;
+}
+Plan check_inputs(const HostInputs& in, bool with_lse = true) {
+  return check_inputs(in, RunOptions{.with_lse = with_lse});
 }
 
 // The same for the inputs of a case spec.
@@ -200,9 +258,82 @@ TEST(CpuBackend, SplitAndDirectItemsBothUsed) {
   EXPECT_GT(pl.num_work_items, 6) << describe(pl);
 }
 
+// Every buffer between NaN guards (inputs, outputs, workspace): no read outside an input (the
+// result would be NaN) and no write outside an output or the workspace, in every layout: contiguous,
+// block tables of 16 and 64, flat kv_indices, s_q 1..3, both MXFP4 scale strides, with and
+// without an LSE buffer.
+TEST(CpuBackend, GuardBytesAroundEveryBuffer) {
+  for (KvFormat f : kFormats) {
+    for (int ps : {0, 1, 16, 64}) {
+      CaseSpec spec;
+      spec.kv_lens = testing::ragged_lengths(6, 51 + std::uint64_t(ps), 500);
+      spec.format = f;
+      spec.dist = Distribution::peaked;
+      spec.page_size = ps;
+      spec.flat_page_table = ps == 1;
+      spec.s_q = ps == 1 ? 3 : ps == 16 ? 2 : 1;
+      spec.scale_stride = ps == 64 ? 24 : 18;
+      spec.spare_rows = 20;
+      const HostInputs in = testing::make_inputs(spec);
+      check_inputs(in, RunOptions{.guarded = true});
+      if (ps == 0) check_inputs(in, RunOptions{.with_lse = false, .guarded = true});
+    }
+  }
+}
+
+// The logits' scale is the caller's, not a built-in 1/sqrt(576): a smaller and a larger one, both
+// against the reference, and each changes the result.
+TEST(CpuBackend, SmScaleIsTheCallers) {
+  for (KvFormat f : kFormats) {
+    CaseSpec spec = CaseSpec::uniform(3, 300, f);
+    spec.dist = Distribution::peaked;
+    const HostInputs in = testing::make_inputs(spec);
+    for (float scale : {0.01f, 0.125f}) check_inputs(in, RunOptions{.sm_scale = scale});
+    const CpuRun usual = run_cpu(in, RunOptions{});
+    const CpuRun larger = run_cpu(in, RunOptions{.sm_scale = 0.125f});
+    ASSERT_TRUE(usual.status.ok() && larger.status.ok());
+    EXPECT_NE(usual.out, larger.out);
+    EXPECT_NE(std::memcmp(usual.lse.data(), larger.lse.data(), usual.lse.size() * sizeof(float)), 0);
+  }
+}
+
+// A NaN in a KV row that a request reads reaches that request's output (which is what makes the
+// NaN rows, padding and guards of the other tests catch a stray read), and no other request's.
+TEST(CpuBackend, NanInAReadRowReachesItsRequestOnly) {
+  for (KvFormat f : kFormats) {
+    CaseSpec spec;
+    spec.kv_lens = {100, 100};
+    spec.format = f;
+    HostInputs in = testing::make_inputs(spec);
+    const CpuRun clean = run_cpu(in, RunOptions{});
+    const std::int64_t row = 10;  // request 0's token 10 (contiguous: physical row 10)
+    switch (f) {
+      case KvFormat::bf16:
+        in.kv_data[std::size_t(row * in.kv_row_stride + 10)] = 0xFF;  // element 5: bf16 0xFFFF
+        in.kv_data[std::size_t(row * in.kv_row_stride + 11)] = 0xFF;
+        break;
+      case KvFormat::fp8:
+        in.kv_data[std::size_t(row * in.kv_row_stride + 5)] = 0x7F;  // e4m3 NaN
+        break;
+      case KvFormat::mxfp4:
+        in.kv_scales[std::size_t(row * spec.scale_stride)] = 0xFF;  // E8M0 NaN: block 0
+        break;
+    }
+    const CpuRun poisoned = run_cpu(in, RunOptions{});
+    ASSERT_TRUE(clean.status.ok() && poisoned.status.ok());
+    const std::size_t per_request = std::size_t(kNumHeads) * kValueDim;
+    std::int64_t nan0 = 0;
+    for (std::size_t i = 0; i < per_request; ++i) nan0 += std::isnan(bf16_to_float(poisoned.out[i])) ? 1 : 0;
+    EXPECT_GT(nan0, 0) << "request 0 read a NaN and its output has none";
+    EXPECT_TRUE(std::equal(clean.out.begin() + std::ptrdiff_t(per_request), clean.out.end(),
+                           poisoned.out.begin() + std::ptrdiff_t(per_request)))
+        << "request 1 changed";
+  }
+}
+
 TEST(CpuBackend, PlanFields) {
   const HostInputs in = testing::make_inputs(CaseSpec::uniform(5, 130, KvFormat::bf16));
-  const CpuRun r = run_cpu(in, true);
+  const CpuRun r = run_cpu(in, RunOptions{});
   ASSERT_TRUE(r.status.ok()) << r.status.message;
   EXPECT_EQ(r.plan.backend, Backend::cpu);
   EXPECT_EQ(r.plan.batch, 5);
@@ -264,8 +395,8 @@ TEST(CpuBackend, RunsAreBitIdentical) {
   spec.page_size = 64;
   spec.spare_rows = 64;
   const HostInputs in = testing::make_inputs(spec);
-  const CpuRun a = run_cpu(in, true);
-  const CpuRun b = run_cpu(in, true);
+  const CpuRun a = run_cpu(in, RunOptions{});
+  const CpuRun b = run_cpu(in, RunOptions{});
   ASSERT_TRUE(a.status.ok() && b.status.ok());
   EXPECT_EQ(a.out, b.out);
   EXPECT_EQ(std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)), 0);

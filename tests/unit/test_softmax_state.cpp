@@ -51,6 +51,27 @@ TEST(SoftmaxState, EmptyStateIsTheIdentityOfMerge) {
   EXPECT_EQ(State::from_lse(-INFINITY).lse(), -INFINITY);
 }
 
+// A NaN term (a NaN logit or value upstream) keeps the state NaN through every operation: it never
+// reads as an empty state, which would turn a corrupt row into zeros and an LSE of −inf.
+TEST(SoftmaxState, NanIsNotEmpty) {
+  State s = of({0.5, -3.0});
+  s.add(NAN);
+  EXPECT_FALSE(s.is_empty());
+  EXPECT_TRUE(std::isnan(s.inv_l()));
+  EXPECT_TRUE(std::isnan(s.lse()));
+  EXPECT_TRUE(std::isnan(s.weight_of(0.0)));
+  double wa, wb;
+  const State m = State::merge(s, of({1.0}), &wa, &wb);
+  EXPECT_FALSE(m.is_empty());
+  EXPECT_TRUE(std::isnan(m.lse()));
+  State only_nan = State::empty();  // every logit NaN: the max stays −inf, l becomes NaN
+  only_nan.rescale_to(NAN);
+  only_nan.add(std::exp(NAN));
+  EXPECT_FALSE(only_nan.is_empty());
+  EXPECT_TRUE(std::isnan(only_nan.inv_l()));
+  EXPECT_TRUE(std::isnan(only_nan.lse()));
+}
+
 TEST(SoftmaxState, OnlineAndMergedMatchDirect) {
   std::mt19937_64 rng(5);
   std::normal_distribution<double> n(0.0, 30.0);

@@ -565,9 +565,95 @@ TEST(Validate, RunReturnsTheErrorWithoutWritingOutputs) {
   EXPECT_TRUE(other.outputs_untouched());
 }
 
-TEST(Validate, CudaPlanOnThisMachineIsAnErrorNotACrash) {
-  // Without a usable GPU (or without CUDA) plan on fake device pointers must fail cleanly, before
-  // any dereference; with a GPU, a description error is reported the same way.
+TEST(Validate, SmScaleNotFinite) {
+  for (float scale : {NAN, INFINITY, -INFINITY}) {
+    Host h;
+    h.p.sm_scale = scale;
+    expect_invalid_both(h.p, "sm_scale");
+  }
+}
+
+TEST(Validate, KvRowsNegative) {
+  Host h;
+  h.p.kv.rows = -1;
+  expect_invalid_both(h.p, "kv.rows");
+}
+
+TEST(Validate, PageTableEntriesZero) {
+  Host h;
+  h.make_paged();
+  h.p.paging.page_table_entries = 0;
+  expect_invalid_both(h.p, "page_table_entries");
+}
+
+TEST(Validate, CudaMisalignedIndexArrays) {
+  for (int which = 0; which < 3; ++which) {
+    Problem p = cuda_problem(KvFormat::bf16);
+    if (which == 2) {
+      p.paging.page_size = 16;
+      p.paging.page_table_entries = 1 << 16;
+      p.paging.page_table_stride = 1 << 14;
+      p.paging.page_table = fake_device_ptr<const std::int32_t>(0x7f0000500002);
+    } else {
+      (which == 0 ? p.qo_indptr : p.kv_indptr) = fake_device_ptr<const std::int32_t>(0x7f0000200202);
+    }
+    expect_invalid(p, Backend::cuda, "4-byte aligned");
+  }
+}
+
+TEST(Validate, UnknownBackend) {
+  Host h;
+  const auto bad = static_cast<Backend>(7);
+  expect_invalid(h.p, bad, "unknown backend");
+  std::size_t bytes = 0;
+  EXPECT_EQ(mla::workspace_size(h.p, bad, &bytes).code, StatusCode::invalid_argument);
+  std::vector<std::uint8_t> ws(1 << 20);
+  mla::Plan plan;
+  EXPECT_EQ(mla::plan(h.p, bad, ws.data(), ws.size(), &plan).code, StatusCode::invalid_argument);
+  plan.backend = bad;
+  EXPECT_EQ(mla::run(h.p, plan).code, StatusCode::invalid_argument);
+  EXPECT_TRUE(h.outputs_untouched());
+}
+
+TEST(Validate, NullResultPointersOfTheEntryPoints) {
+  Host h;
+  mla::Status s = mla::workspace_size(h.p, Backend::cpu, nullptr);
+  EXPECT_EQ(s.code, StatusCode::invalid_argument);
+  EXPECT_NE(s.message.find("bytes is null"), std::string::npos) << s.message;
+  std::vector<std::uint8_t> ws(1 << 20);
+  s = mla::plan(h.p, Backend::cpu, ws.data(), ws.size(), nullptr);
+  EXPECT_EQ(s.code, StatusCode::invalid_argument);
+  EXPECT_NE(s.message.find("plan output is null"), std::string::npos) << s.message;
+}
+
+TEST(Validate, CpuWorkspaceMisaligned) {
+  Host h;
+  std::size_t bytes = 0;
+  ASSERT_TRUE(mla::workspace_size(h.p, Backend::cpu, &bytes).ok());
+  std::vector<std::uint8_t> ws(bytes + 16);
+  mla::Plan plan;
+  const mla::Status s = mla::plan(h.p, Backend::cpu, ws.data() + 1, bytes, &plan);
+  EXPECT_EQ(s.code, StatusCode::invalid_argument);
+  EXPECT_NE(s.message.find("4-byte aligned"), std::string::npos) << s.message;
+  EXPECT_TRUE(h.outputs_untouched());
+}
+
+// Where the cuda backend cannot run (no CUDA build, no GPU, not sm_90), a valid problem gets
+// no_device from every entry point, not a crash and not a description error.
+TEST(Validate, CudaWithoutAUsableDeviceIsNoDevice) {
+  if (mla::cuda_available()) GTEST_SKIP() << "this machine has a usable sm_90 GPU";
+  const Problem p = cuda_problem(KvFormat::fp8);
+  std::size_t bytes = 0;
+  mla::Status s = mla::workspace_size(p, Backend::cuda, &bytes);
+  EXPECT_EQ(s.code, StatusCode::no_device) << s.message;
+  mla::Plan plan;
+  s = mla::plan(p, Backend::cuda, fake_device_ptr<void>(0x7f0200000000), 1 << 20, &plan);
+  EXPECT_EQ(s.code, StatusCode::no_device) << s.message;
+}
+
+TEST(Validate, CudaPlanReportsADescriptionErrorBeforeAnyDeviceWork) {
+  // On fake device pointers, with or without a usable GPU: the description error (not no_device,
+  // not a crash) comes first. CudaWithoutAUsableDeviceIsNoDevice covers a valid problem.
   Problem p = cuda_problem(KvFormat::bf16);
   p.q = nullptr;
   mla::Plan plan;

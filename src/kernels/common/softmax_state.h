@@ -19,7 +19,9 @@ struct SoftmaxState {
   T l;  // Σ exp(s − m)
 
   static MLA_HD SoftmaxState empty() { return {-INFINITY, T(0)}; }
-  MLA_HD bool is_empty() const { return !(l > T(0)); }
+  // Exactly zero: a NaN l (a NaN logit or value upstream) is not empty, so the NaN reaches the
+  // output and the LSE rather than reading as a request with no keys (zeros and −inf).
+  MLA_HD bool is_empty() const { return l == T(0); }
 
   // Folds in a block whose max logit is `block_max`. Returns the factor by which everything
   // accumulated so far (l and acc) must be multiplied; the caller then adds the block's
