@@ -172,6 +172,7 @@ TEST(CpuBackend, PaddedKvRows) {
       spec.format = f;
       spec.page_size = ps;
       spec.row_padding = 32;  // NaN padding after every row: read it and the result is NaN
+      spec.spare_rows = 16;   // and NaN rows (paged: NaN page tails)
       check_case(spec);
     }
   }
@@ -179,13 +180,15 @@ TEST(CpuBackend, PaddedKvRows) {
 
 TEST(CpuBackend, LongRequest8191) {
   for (KvFormat f : kFormats) {
-    CaseSpec spec;
-    spec.kv_lens = {8191, 65, 0};
-    spec.format = f;
-    spec.dist = Distribution::peaked;
-    spec.spare_rows = 16;
-    const Plan pl = check_case(spec);
-    EXPECT_GE(pl.num_split_requests, 1) << describe(pl);
+    for (Distribution d : {Distribution::challenge, Distribution::peaked}) {
+      CaseSpec spec;
+      spec.kv_lens = {8191, 65, 0};
+      spec.format = f;
+      spec.dist = d;
+      spec.spare_rows = 16;
+      const Plan pl = check_case(spec);
+      EXPECT_GE(pl.num_split_requests, 1) << describe(pl);
+    }
   }
 }
 
@@ -383,7 +386,23 @@ TEST(CpuBackend, StalePlanIsRejected) {
   ASSERT_TRUE(plan(p, Backend::cpu, ws.data(), bytes, &pl).ok());
   std::vector<std::int32_t> shorter = {0, 100, 200, 250};
   p.kv_indptr = shorter.data();
-  EXPECT_EQ(run(p, pl).code, StatusCode::invalid_argument);
+  Status s = run(p, pl);
+  EXPECT_EQ(s.code, StatusCode::invalid_argument);
+  EXPECT_NE(s.message.find("kv lengths changed"), std::string::npos) << s.message;
+  // The same total over other lengths: the work list no longer fits the requests.
+  std::vector<std::int32_t> moved = {0, 50, 200, 300};
+  p.kv_indptr = moved.data();
+  s = run(p, pl);
+  EXPECT_EQ(s.code, StatusCode::invalid_argument);
+  EXPECT_NE(s.message.find("work list does not match"), std::string::npos) << s.message;
+  // A plan whose workspace is smaller than the problem's layout.
+  p.kv_indptr = in.kv_indptr.data();
+  Plan small = pl;
+  small.workspace_bytes = 16;
+  s = run(p, small);
+  EXPECT_EQ(s.code, StatusCode::invalid_argument);
+  EXPECT_NE(s.message.find("workspace does not fit"), std::string::npos) << s.message;
+  EXPECT_TRUE(run(p, pl).ok());  // the plan itself still works for its own problem
 }
 
 TEST(CpuBackend, RunsAreBitIdentical) {
@@ -395,6 +414,7 @@ TEST(CpuBackend, RunsAreBitIdentical) {
   spec.page_size = 64;
   spec.spare_rows = 64;
   const HostInputs in = testing::make_inputs(spec);
+  check_inputs(in);  // s_q 2 on pages of 64, against the reference
   const CpuRun a = run_cpu(in, RunOptions{});
   const CpuRun b = run_cpu(in, RunOptions{});
   ASSERT_TRUE(a.status.ok() && b.status.ok());
