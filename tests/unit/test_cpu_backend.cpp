@@ -1,5 +1,6 @@
 // The CPU backend against the float64 reference (SPEC §3): every format, both distributions,
-// ragged and paged batches, s_q 1..4, NaN-poisoned outputs and spare rows.
+// ragged and paged batches, s_q 1..4, NaN-poisoned outputs and spare rows, every host buffer
+// between NaN guards, a caller's sm_scale, and a NaN in a read row reaching its request.
 #include <gtest/gtest.h>
 
 #include <algorithm>
