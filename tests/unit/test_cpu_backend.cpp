@@ -32,8 +32,9 @@ struct CpuRun {
 };
 
 // How a case runs: with or without an LSE buffer, the logits' scale, and whether every host buffer
-// (inputs, outputs and workspace) sits between 0xFF guard bytes, NaN in every format: a read
-// outside a buffer poisons the result, a write outside it breaks a guard.
+// (inputs, outputs and workspace) sits between 0xFF guard bytes: a write outside a buffer breaks a
+// guard; a read outside one gets NaN (bf16 Q and KV, e4m3, E8M0 scales) or a wrong value (an MXFP4
+// code byte is −6, an index −1) that the comparison with the reference catches.
 struct RunOptions {
   bool with_lse = true;
   float sm_scale = Problem{}.sm_scale;
@@ -329,9 +330,14 @@ TEST(CpuBackend, NanInAReadRowReachesItsRequestOnly) {
     std::int64_t nan0 = 0;
     for (std::size_t i = 0; i < per_request; ++i) nan0 += std::isnan(bf16_to_float(poisoned.out[i])) ? 1 : 0;
     EXPECT_GT(nan0, 0) << "request 0 read a NaN and its output has none";
+    // Its LSE too, whether the plan splits the request or not (a direct row's output turns NaN
+    // through 0 · NaN even when its state reads as empty; its LSE does not).
+    for (int h = 0; h < kNumHeads; ++h) EXPECT_TRUE(std::isnan(poisoned.lse[std::size_t(h)])) << "head " << h;
     EXPECT_TRUE(std::equal(clean.out.begin() + std::ptrdiff_t(per_request), clean.out.end(),
                            poisoned.out.begin() + std::ptrdiff_t(per_request)))
         << "request 1 changed";
+    EXPECT_EQ(0, std::memcmp(clean.lse.data() + kNumHeads, poisoned.lse.data() + kNumHeads, kNumHeads * sizeof(float)))
+        << "request 1's LSE changed";
   }
 }
 

@@ -1,4 +1,5 @@
-// Element decoders of the KV-cache formats (SPEC §2), identical on host and device.
+// Element decoders of the KV-cache formats (SPEC §2), and the e4m3 encoder of the fp8 quantizer,
+// identical on host and device.
 //   fp8:   e4m3fn, bias 7, no inf, 0x7F/0xFF NaN; value = e4m3 · tensor scale
 //   mxfp4: E2M1 codes (bit 3 sign; magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6), two per byte, low nibble
 //          = even element; E8M0 scale byte s → 2^(s−127), 0xFF NaN, unsigned, bias 127.
@@ -28,11 +29,12 @@ MLA_HD float decode_e4m3(std::uint8_t byte) {
   return bits_to_float(float_to_bits(mag) | sign);
 }
 
+inline constexpr std::uint8_t kE4m3Nan = 0x7F;  // the canonical NaN the e4m3 conversion produces
+
 // float → e4m3fn byte: round to nearest even, saturating (±448 for anything larger, infinities
 // included), NaN → 0x7F. Bit for bit CUDA's __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3),
 // i.e. `cvt.rn.satfinite.e4m3x2.f32`: GpuFormats.E4m3EncoderMatchesTheHardwareOnEveryFloat compares
 // all 2^32 inputs on the GPU.
-inline constexpr std::uint8_t kE4m3Nan = 0x7F;  // the canonical NaN the conversion produces
 MLA_HD std::uint8_t encode_e4m3_rne_satfinite(float x) {
   const std::uint32_t u = float_to_bits(x);
   const std::uint8_t sign = std::uint8_t((u >> 24) & 0x80u);
