@@ -64,7 +64,7 @@ class Guards {
   std::vector<std::vector<std::uint8_t>> blocks_;
 };
 
-// Plans and runs with NaN-filled out, lse and workspace.
+// Plans and runs with NaN-filled out, lse and workspace (the workspace always guarded).
 CpuRun run_cpu(const HostInputs& in, const RunOptions& opt) {
   CpuRun r;
   r.out.assign(std::size_t(in.total_q) * kNumHeads * kValueDim, 0xFFFF);
@@ -85,16 +85,15 @@ CpuRun run_cpu(const HostInputs& in, const RunOptions& opt) {
   std::size_t bytes = 0;
   r.status = workspace_size(p, Backend::cpu, &bytes);
   if (!r.status.ok()) return r;
-  std::vector<std::uint8_t> unguarded_ws(opt.guarded ? 0 : bytes, 0xFF);  // NaN bytes: partials written before read
-  void* ws = opt.guarded ? static_cast<void*>(guards.copy<std::uint8_t>(nullptr, bytes)) : unguarded_ws.data();
-  r.status = plan(p, Backend::cpu, ws, bytes, &r.plan);
+  // The workspace always sits between guards, NaN bytes throughout: partials are written before read.
+  r.status = plan(p, Backend::cpu, guards.copy<std::uint8_t>(nullptr, bytes), bytes, &r.plan);
   if (!r.status.ok()) return r;
   r.status = run(p, r.plan);
   if (opt.guarded) {
     std::memcpy(r.out.data(), p.out, r.out.size() * sizeof(std::uint16_t));
     if (opt.with_lse) std::memcpy(r.lse.data(), p.lse, r.lse.size() * sizeof(float));
-    r.guards_intact = guards.intact();
   }
+  r.guards_intact = guards.intact();
   return r;
 }
 
