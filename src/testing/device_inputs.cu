@@ -4,14 +4,11 @@
 #include <string>
 #include <vector>
 
+#include "testing/cuda_fail.h"
 #include "testing/device_inputs.h"
 
 namespace mla::testing {
 namespace {
-
-Status fail(const char* what, cudaError_t e) {
-  return {StatusCode::cuda_error, std::string(what) + ": " + cudaGetErrorString(e)};
-}
 
 struct Guarded {
   std::uint8_t* base = nullptr;  // guard | payload | guard

@@ -2,17 +2,13 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
-#include <string>
 
 #include "kernels/common/formats.h"
+#include "testing/cuda_fail.h"
 #include "testing/format_sweep.h"
 
 namespace mla::testing {
 namespace {
-
-Status fail(const char* what, cudaError_t e) {
-  return {StatusCode::cuda_error, std::string(what) + ": " + cudaGetErrorString(e)};
-}
 
 struct SweepCounters {
   unsigned long long mismatches;  // (e4m3_one_kernel: the GPU's byte)
