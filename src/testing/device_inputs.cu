@@ -182,4 +182,10 @@ Status DeviceMemory::allocate(std::size_t bytes) {
   return Status::success();
 }
 
+Status DeviceMemory::fill(std::uint8_t byte) {
+  cudaError_t e = cudaMemset(ptr_, byte, bytes_);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  return e == cudaSuccess ? Status::success() : fail("filling the workspace", e);
+}
+
 }  // namespace mla::testing

@@ -41,6 +41,7 @@ class DeviceMemory {
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
   Status allocate(std::size_t bytes);
+  Status fill(std::uint8_t byte);  // every byte (0xFF: NaN in every format), synchronously
   void* get() const { return ptr_; }
   std::size_t size() const { return bytes_; }
 

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/common/bf16.h"
 #include "mla/mla.h"
 #include "testing/compare.h"
 #include "testing/device_inputs.h"
@@ -42,6 +43,7 @@ void prepare(const HostInputs& in, GpuCase* c, bool with_lse = true) {
   const Status s = workspace_size(c->problem(), Backend::cuda, &bytes);
   ASSERT_TRUE(s.ok()) << s.message;
   ASSERT_TRUE(c->ws.allocate(bytes).ok());
+  ASSERT_TRUE(c->ws.fill(0xFF).ok());  // NaN: a partial read before it is written poisons the result
 }
 
 // prepare, then plan into the case's workspace.
@@ -352,9 +354,87 @@ TEST(GpuDecode, ClimbingLogitsMoveTheRunningMax) {
 
 TEST(GpuDecode, WithoutLse) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
-  CaseSpec spec = CaseSpec::uniform(8, 3000, KvFormat::bf16);
-  spec.dist = Distribution::peaked;
-  expect_correct(spec, /*with_lse=*/false);
+  for (KvFormat f : kFormats) {
+    for (int b : {8, 2, 128}) {  // split rows by the combine (8, 2) and in clusters of 2 (128 for fp8/MXFP4)
+      CaseSpec spec = CaseSpec::uniform(b, b == 128 ? 1000 : 3000, f);
+      spec.dist = Distribution::peaked;
+      expect_correct(spec, /*with_lse=*/false);
+    }
+  }
+}
+
+// MXFP4's wider scale stride in the paged layouts and with several query tokens (the stride's own
+// test runs contiguous caches).
+TEST(GpuDecode, Mxfp4Stride24PagedAndMultiToken) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (int ps : {1, 16, 64}) {
+    for (int s_q : {1, 2}) {
+      CaseSpec spec;
+      spec.kv_lens = ragged_lengths(6, 71 + std::uint64_t(ps), 900);
+      spec.format = KvFormat::mxfp4;
+      spec.scale_stride = 24;
+      spec.page_size = ps;
+      spec.flat_page_table = ps == 1;
+      spec.s_q = s_q;
+      spec.dist = Distribution::peaked;
+      spec.spare_rows = 20;  // NaN rows, page tails and scale columns 18..23
+      expect_correct(spec);
+    }
+  }
+}
+
+// A NaN in a KV row that a request reads reaches that request's output or LSE (what makes the NaN
+// rows, padding and guards of the other tests catch a stray read), and no other request's.
+TEST(GpuDecode, NanInAReadRowReachesItsRequestOnly) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (KvFormat f : kFormats) {
+    CaseSpec spec;
+    spec.kv_lens = {300, 300};
+    spec.format = f;
+    HostInputs in = make_inputs(spec);
+    GpuResult clean;
+    ASSERT_NO_FATAL_FAILURE(run_inputs(in, &clean));
+    const std::int64_t row = 10;  // request 0's token 10 (contiguous: physical row 10)
+    switch (f) {
+      case KvFormat::bf16:
+        in.kv_data[std::size_t(row * in.kv_row_stride + 10)] = 0xFF;  // element 5: bf16 0xFFFF
+        in.kv_data[std::size_t(row * in.kv_row_stride + 11)] = 0xFF;
+        break;
+      case KvFormat::fp8:
+        in.kv_data[std::size_t(row * in.kv_row_stride + 5)] = 0x7F;  // e4m3 NaN
+        break;
+      case KvFormat::mxfp4:
+        in.kv_scales[std::size_t(row * spec.scale_stride)] = 0xFF;  // E8M0 NaN: block 0
+        break;
+    }
+    GpuResult poisoned;
+    ASSERT_NO_FATAL_FAILURE(run_inputs(in, &poisoned));
+    const std::size_t per_request = std::size_t(kNumHeads) * kValueDim;
+    std::int64_t nan0 = 0;
+    for (std::size_t i = 0; i < per_request; ++i) nan0 += std::isnan(bf16_to_float(poisoned.out[i])) ? 1 : 0;
+    for (int h = 0; h < kNumHeads; ++h) nan0 += std::isnan(poisoned.lse[std::size_t(h)]) ? 1 : 0;
+    EXPECT_GT(nan0, 0) << to_string(f) << ": request 0 read a NaN and neither its output nor its LSE has one";
+    EXPECT_EQ(0, std::memcmp(clean.out.data() + per_request, poisoned.out.data() + per_request, per_request * 2))
+        << to_string(f) << ": request 1 changed";
+  }
+}
+
+// A NaN in Q makes every partial of its split row NaN: the merge (combine kernels, clusters) must
+// pass it on rather than read the row as empty.
+TEST(GpuDecode, NanInQReachesASplitRow) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (KvFormat f : kFormats) {
+    for (int b : {2, 128}) {  // rows split many times (combine) and, for 128, in two (clusters)
+      CaseSpec spec = CaseSpec::uniform(b, b == 2 ? 8192 : 1000, f);
+      HostInputs in = make_inputs(spec);
+      in.q[7] = 0xFFFF;  // request 0, head 0, dim 7: NaN
+      GpuResult r;
+      ASSERT_NO_FATAL_FAILURE(run_inputs(in, &r));
+      EXPECT_TRUE(std::isnan(r.lse[0])) << to_string(f) << " b" << b << ": " << describe(r.plan);
+      EXPECT_TRUE(std::isnan(bf16_to_float(r.out[0]))) << to_string(f) << " b" << b;
+      EXPECT_TRUE(std::isfinite(r.lse[kNumHeads])) << "request 1";
+    }
+  }
 }
 
 TEST(GpuDecode, AllRequestsEmpty) {
@@ -472,6 +552,27 @@ TEST(GpuDecode, MalformedInputsRejectedBeforeLaunch) {
   EXPECT_EQ(s.code, StatusCode::invalid_argument);
   EXPECT_NE(s.message.find("page-table entry"), std::string::npos) << s.message;
 
+  // Contents that only plan() sees (device memory): a decreasing kv_indptr; a request longer than
+  // its page-table row (paged); a total past the cache's rows (contiguous).
+  struct BadIndptr {
+    int page_size;
+    std::vector<std::int32_t> kv_indptr;
+    const char* culprit;
+  };
+  for (const BadIndptr& c : {BadIndptr{16, {0, 150, 100}, "decreases"},
+                             BadIndptr{16, {0, 100, 1 << 20}, "more than page_table_stride"},
+                             BadIndptr{0, {0, 100, 1 << 20}, "points past"}}) {
+    CaseSpec layout = spec;
+    layout.page_size = c.page_size;
+    HostInputs worse = make_inputs(layout);
+    worse.kv_indptr = c.kv_indptr;
+    GpuCase gc2;
+    ASSERT_NO_FATAL_FAILURE(prepare(worse, &gc2));
+    s = plan(gc2.problem(), Backend::cuda, gc2.ws.get(), gc2.ws.size(), &pl);
+    EXPECT_EQ(s.code, StatusCode::invalid_argument) << s.message;
+    EXPECT_NE(s.message.find(c.culprit), std::string::npos) << s.message;
+  }
+
   Problem p = dc->problem();
   p.kv_indptr = nullptr;
   EXPECT_EQ(plan(p, Backend::cuda, ws.get(), ws.size(), &pl).code, StatusCode::invalid_argument);
@@ -542,6 +643,16 @@ TEST(GpuDecode, WorkspaceTooSmallRejected) {
   Plan pl;
   const Status s = plan(gc.problem(), Backend::cuda, gc.ws.get(), gc.ws.size() - 1, &pl);
   EXPECT_EQ(s.code, StatusCode::workspace_too_small) << s.message;
+  // The size depends on batch, s_q and the SM count, not on the lengths (mla.h).
+  CaseSpec longer = spec;
+  longer.kv_lens = {5000, 1};
+  const HostInputs in2 = make_inputs(longer);
+  std::vector<std::uint16_t> out(std::size_t(in2.total_q) * kNumHeads * kValueDim);
+  std::size_t bytes = 0;
+  ASSERT_TRUE(workspace_size(gc.problem(), Backend::cuda, &bytes).ok());
+  GpuCase gc2;
+  ASSERT_NO_FATAL_FAILURE(prepare(in2, &gc2));
+  EXPECT_EQ(gc2.ws.size(), bytes);
 }
 
 // s_q = 2..4 (multi-token prediction): query token i of a request sees its first L − s_q + i + 1

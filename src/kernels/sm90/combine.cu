@@ -103,12 +103,18 @@ __global__ void __launch_bounds__(kLanes* kGroups) combine_few_kernel(const __gr
           j < n ? load_bits<kF16>(p.partial_o, o_of + std::int64_t(j) * kNumHeads * kValueDim) : PartialBits<kF16>{};
     }
     // The group's state (m = its largest LSE, l = Σ exp(LSE − m)) and Σ exp(LSE − m) · partial.
+    // fmaxf drops a NaN LSE: `any` keeps a group whose partials are all NaN from reading as empty
+    // (its exp(NaN − m) then makes l NaN, as SoftmaxState wants).
     float m = -INFINITY;
+    bool any = false;
 #pragma unroll
-    for (int i = 0; i < kSlots; ++i) m = fmaxf(m, lse[i]);
+    for (int i = 0; i < kSlots; ++i) {
+      m = fmaxf(m, lse[i]);
+      any |= lse[i] != -INFINITY;
+    }
     SoftmaxState<float> st = SoftmaxState<float>::empty();
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (m != -INFINITY || !real) {  // pass 0: the same instructions, on values it discards
+    if (any || !real) {  // pass 0: the same instructions, on values it discards (m = −inf: l NaN)
       st = {m, 0.f};
 #pragma unroll
       for (int i = 0; i < kSlots; ++i) {

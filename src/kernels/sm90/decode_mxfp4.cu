@@ -198,12 +198,16 @@ __device__ __forceinline__ int store_factors(Smem& sm, const ScaleRegs& sr, int 
   const int rw = min(int(m), 253);
   // bf16 bits of 2^(s − R_w + 126), duplicated: exponent field s + 253 − R_w, times 2^7 + 2^23.
   constexpr std::uint32_t kDup = (1u << 7) | (1u << 23);
+  constexpr std::uint32_t kNanDup = 0x7FC07FC0u;  // bf16 quiet NaN, duplicated
   const std::uint32_t base = std::uint32_t(253 - rw) * kDup;
 #pragma unroll
   for (int i = 0; i < 5; ++i) {
     if (half == 0 || i < 4) {
       const int b = 2 * (5 * half + i);
-      *reinterpret_cast<uint2*>(&sm.fac2[r][b]) = make_uint2((v[i] & 0xFFu) * kDup + base, (v[i] >> 8) * kDup + base);
+      // E8M0 0xFF is NaN (SPEC §2): its factor is a NaN pair, not the exponent arithmetic's Inf.
+      const std::uint32_t lo = v[i] & 0xFFu, hi = v[i] >> 8;
+      *reinterpret_cast<uint2*>(&sm.fac2[r][b]) =
+          make_uint2(lo == 0xFFu ? kNanDup : lo * kDup + base, hi == 0xFFu ? kNanDup : hi * kDup + base);
     }
   }
   __syncwarp();

@@ -16,5 +16,8 @@ DeviceMemory::~DeviceMemory() = default;
 Status DeviceMemory::allocate(std::size_t) {
   return {StatusCode::no_device, "mla was built without CUDA"};
 }
+Status DeviceMemory::fill(std::uint8_t) {
+  return {StatusCode::no_device, "mla was built without CUDA"};
+}
 
 }  // namespace mla::testing
