@@ -403,9 +403,18 @@ TEST(GpuDecode, NanInAReadRowReachesItsRequestOnly) {
       case KvFormat::fp8:
         in.kv_data[std::size_t(row * in.kv_row_stride + 5)] = 0x7F;  // e4m3 NaN
         break;
-      case KvFormat::mxfp4:
-        in.kv_scales[std::size_t(row * spec.scale_stride)] = 0xFF;  // E8M0 NaN: block 0
+      case KvFormat::mxfp4: {
+        // E8M0 NaN on rope block 17 (dims 544..575: K only, never V), its codes all +1 and request
+        // 0's Q there all −1 in every head: no V term carries the NaN, the logits must.
+        constexpr int kBlock = 17;
+        in.kv_scales[std::size_t(row * spec.scale_stride + kBlock)] = 0xFF;
+        for (int i = 0; i < 16; ++i) in.kv_data[std::size_t(row * in.kv_row_stride + 16 * kBlock + i)] = 0x22;
+        for (int h = 0; h < kNumHeads; ++h) {
+          for (int d = 32 * kBlock; d < 32 * kBlock + 32; ++d)
+            in.q[std::size_t(h) * kHeadDim + d] = float_to_bf16(-1.f);
+        }
         break;
+      }
     }
     GpuResult poisoned;
     ASSERT_NO_FATAL_FAILURE(run_inputs(in, &poisoned));
@@ -559,9 +568,9 @@ TEST(GpuDecode, MalformedInputsRejectedBeforeLaunch) {
     std::vector<std::int32_t> kv_indptr;
     const char* culprit;
   };
-  for (const BadIndptr& c : {BadIndptr{16, {0, 150, 100}, "decreases"},
-                             BadIndptr{16, {0, 100, 1 << 20}, "more than page_table_stride"},
-                             BadIndptr{0, {0, 100, 1 << 20}, "points past"}}) {
+  for (const BadIndptr& c :
+       {BadIndptr{16, {0, 150, 100}, "decreases"}, BadIndptr{16, {0, 100, 1 << 20}, "more than page_table_stride"},
+        BadIndptr{0, {0, 100, 1 << 20}, "points past"}}) {
     CaseSpec layout = spec;
     layout.page_size = c.page_size;
     HostInputs worse = make_inputs(layout);
