@@ -185,7 +185,7 @@ Status DeviceMemory::allocate(std::size_t bytes) {
 Status DeviceMemory::fill(std::uint8_t byte) {
   cudaError_t e = cudaMemset(ptr_, byte, bytes_);
   if (e == cudaSuccess) e = cudaDeviceSynchronize();
-  return e == cudaSuccess ? Status::success() : fail("filling the workspace", e);
+  return e == cudaSuccess ? Status::success() : fail("filling device memory", e);
 }
 
 }  // namespace mla::testing
