@@ -504,4 +504,27 @@ HostInputs climbing_inputs(KvFormat format) {
   return in;
 }
 
+void plant_read_nan(HostInputs* in, std::int64_t row) {
+  std::uint8_t* r = in->kv_data.data() + std::size_t(row * in->kv_row_stride);
+  switch (in->spec.format) {
+    case KvFormat::bf16:
+      r[10] = 0xFF;  // element 5: bf16 0xFFFF
+      r[11] = 0xFF;
+      break;
+    case KvFormat::fp8:
+      r[5] = 0x7F;  // e4m3 NaN
+      break;
+    case KvFormat::mxfp4: {
+      constexpr int kBlock = 17;
+      constexpr std::uint16_t kMinusOne = 0xBF80;                               // bf16 −1
+      in->kv_scales[std::size_t(row * in->spec.scale_stride + kBlock)] = 0xFF;  // E8M0 NaN
+      std::memset(r + 16 * kBlock, 0x22, 16);                                   // 32 codes of +1
+      for (int h = 0; h < kNumHeads; ++h) {
+        std::fill_n(in->q.begin() + std::ptrdiff_t(h) * kHeadDim + 32 * kBlock, 32, kMinusOne);
+      }
+      break;
+    }
+  }
+}
+
 }  // namespace mla::testing

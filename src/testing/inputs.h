@@ -75,6 +75,13 @@ void climb_kv(HostInputs* in, int max_exponent);
 // bound).
 HostInputs climbing_inputs(KvFormat format);
 
+// A NaN that request 0 reads and no other request does, planted in physical row `row` of a
+// contiguous case (request 0's token `row`): bf16 element 5 (0xFFFF), fp8 byte 5 (e4m3 0x7F), or for
+// MXFP4 the E8M0 scale of rope block 17 (dims 544..575: K only, never V) as 0xFF, with that block's
+// codes all +1 and request 0's Q there all −1 in every head: no V term carries the NaN, the logits
+// must. Both backends' NaN tests plant it the same way.
+void plant_read_nan(HostInputs* in, std::int64_t row);
+
 // Ragged lengths for tests: includes 0, 1, 63, 64, 65, primes and 8191 when count allows.
 std::vector<std::int32_t> ragged_lengths(int batch, std::uint64_t seed, int max_len = 8191);
 

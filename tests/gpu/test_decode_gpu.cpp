@@ -394,28 +394,7 @@ TEST(GpuDecode, NanInAReadRowReachesItsRequestOnly) {
     HostInputs in = make_inputs(spec);
     GpuResult clean;
     ASSERT_NO_FATAL_FAILURE(run_inputs(in, &clean));
-    const std::int64_t row = 10;  // request 0's token 10 (contiguous: physical row 10)
-    switch (f) {
-      case KvFormat::bf16:
-        in.kv_data[std::size_t(row * in.kv_row_stride + 10)] = 0xFF;  // element 5: bf16 0xFFFF
-        in.kv_data[std::size_t(row * in.kv_row_stride + 11)] = 0xFF;
-        break;
-      case KvFormat::fp8:
-        in.kv_data[std::size_t(row * in.kv_row_stride + 5)] = 0x7F;  // e4m3 NaN
-        break;
-      case KvFormat::mxfp4: {
-        // E8M0 NaN on rope block 17 (dims 544..575: K only, never V), its codes all +1 and request
-        // 0's Q there all −1 in every head: no V term carries the NaN, the logits must.
-        constexpr int kBlock = 17;
-        in.kv_scales[std::size_t(row * spec.scale_stride + kBlock)] = 0xFF;
-        for (int i = 0; i < 16; ++i) in.kv_data[std::size_t(row * in.kv_row_stride + 16 * kBlock + i)] = 0x22;
-        for (int h = 0; h < kNumHeads; ++h) {
-          for (int d = 32 * kBlock; d < 32 * kBlock + 32; ++d)
-            in.q[std::size_t(h) * kHeadDim + d] = float_to_bf16(-1.f);
-        }
-        break;
-      }
-    }
+    plant_read_nan(&in, 10);  // request 0's token 10 (contiguous: physical row 10)
     GpuResult poisoned;
     ASSERT_NO_FATAL_FAILURE(run_inputs(in, &poisoned));
     const std::size_t per_request = std::size_t(kNumHeads) * kValueDim;

@@ -310,19 +310,7 @@ TEST(CpuBackend, NanInAReadRowReachesItsRequestOnly) {
     spec.format = f;
     HostInputs in = testing::make_inputs(spec);
     const CpuRun clean = run_cpu(in, RunOptions{});
-    const std::int64_t row = 10;  // request 0's token 10 (contiguous: physical row 10)
-    switch (f) {
-      case KvFormat::bf16:
-        in.kv_data[std::size_t(row * in.kv_row_stride + 10)] = 0xFF;  // element 5: bf16 0xFFFF
-        in.kv_data[std::size_t(row * in.kv_row_stride + 11)] = 0xFF;
-        break;
-      case KvFormat::fp8:
-        in.kv_data[std::size_t(row * in.kv_row_stride + 5)] = 0x7F;  // e4m3 NaN
-        break;
-      case KvFormat::mxfp4:
-        in.kv_scales[std::size_t(row * spec.scale_stride)] = 0xFF;  // E8M0 NaN: block 0
-        break;
-    }
+    testing::plant_read_nan(&in, 10);  // request 0's token 10 (contiguous: physical row 10)
     const CpuRun poisoned = run_cpu(in, RunOptions{});
     ASSERT_TRUE(clean.status.ok() && poisoned.status.ok());
     const std::size_t per_request = std::size_t(kNumHeads) * kValueDim;
