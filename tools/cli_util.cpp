@@ -61,8 +61,8 @@ long long parse_int(const std::string& what, const std::string& text, long long 
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (errno != 0 || end == text.c_str() || *end != '\0') throw UsageError{what + ": not an integer: '" + text + "'"};
-  if (v < lo || v > hi) {
+  if (end == text.c_str() || *end != '\0') throw UsageError{what + ": not an integer: '" + text + "'"};
+  if (errno == ERANGE || v < lo || v > hi) {
     throw UsageError{what + ": " + text + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]"};
   }
   return v;
@@ -73,11 +73,11 @@ std::vector<KvFormat> parse_formats(const std::string& text) {
   std::vector<KvFormat> out;
   for (const std::string& f : split(text, ',')) {
     if (f == "bf16") {
-      out.push_back(KvFormat::bf16);
+      append_unique(out, KvFormat::bf16);
     } else if (f == "fp8") {
-      out.push_back(KvFormat::fp8);
+      append_unique(out, KvFormat::fp8);
     } else if (f == "mxfp4") {
-      out.push_back(KvFormat::mxfp4);
+      append_unique(out, KvFormat::mxfp4);
     } else {
       throw UsageError{"--format: unknown format '" + f + "' (expected bf16, fp8, mxfp4 or all)"};
     }
@@ -92,7 +92,7 @@ std::vector<std::pair<int, int>> parse_shapes(const std::string& text) {
     if (x == std::string::npos) throw UsageError{"--shapes: '" + s + "' is not BATCHxKV (e.g. 32x8192)"};
     const int b = int(parse_int("--shapes batch", s.substr(0, x), 1, 1 << 20));
     const int kv = int(parse_int("--shapes kv length", s.substr(x + 1), 0, 1 << 24));
-    out.emplace_back(b, kv);
+    append_unique(out, std::pair{b, kv});
   }
   return out;
 }
@@ -172,10 +172,16 @@ std::string trim(std::string s) {
 }
 }  // namespace
 
+// Asks git about the source tree this binary was built from (MLA_SOURCE_DIR), not about the
+// working directory, which may be another repository or none.
 std::string git_commit() {
   if (const char* env = std::getenv("MLA_COMMIT"); env && *env) return env;
+  std::string dir = "'";
+  for (const char c : std::string(MLA_SOURCE_DIR)) dir += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  dir += "'";
+  const std::string cmd = "git -C " + dir + " rev-parse --short HEAD 2>/dev/null";
   std::string out;
-  if (FILE* f = popen("git rev-parse --short HEAD 2>/dev/null", "r")) {
+  if (FILE* f = popen(cmd.c_str(), "r")) {
     char buf[128];
     while (std::fgets(buf, sizeof buf, f)) out += buf;
     if (pclose(f) != 0) out.clear();

@@ -59,6 +59,14 @@ class Args {
 };
 
 std::vector<std::string> split(const std::string& s, char sep);
+// Appends `v` unless `list` holds it already: list options run each entry once, in first-seen order.
+template <class T>
+void append_unique(std::vector<T>& list, const T& v) {
+  for (const T& x : list) {
+    if (x == v) return;
+  }
+  list.push_back(v);
+}
 long long parse_int(const std::string& what, const std::string& text, long long lo, long long hi);
 std::vector<KvFormat> parse_formats(const std::string& text);            // "bf16,fp8,mxfp4" (or "all")
 std::vector<std::pair<int, int>> parse_shapes(const std::string& text);  // "4x1024,32x8192"
@@ -72,7 +80,7 @@ std::string json_num(double v);
 std::string json_int(long long v);
 
 std::string iso_date_utc();   // "2026-11-29T15:04:05Z"
-std::string git_commit();     // $MLA_COMMIT, else `git rev-parse --short HEAD`, else "unknown"
+std::string git_commit();     // $MLA_COMMIT, else the source tree's `git rev-parse --short HEAD`, else "unknown"
 std::string host_cpu_name();  // /proc/cpuinfo "model name", else "unknown"
 
 // Geometric mean of the positive finite values (NaN when there are none).

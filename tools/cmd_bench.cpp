@@ -41,7 +41,7 @@ options:
   --format LIST          formats, comma separated: bf16,fp8,mxfp4 (default all)
   --shapes LIST          BATCHxKV list, e.g. 4x1024,32x8192 (default: the suite of the backend)
   --ragged               ragged lengths up to KV (seeded) instead of uniform KV
-  --paged N              paged KV cache, page size 1, 16 or 64 (default contiguous)
+  --paged N              paged KV cache, page size 1, 16 or 64 (0 or absent: contiguous)
   --dist challenge|peaked  input distribution (default challenge)
   --reps N               timed reps per mode (default 100 on cuda, >= 50 per SPEC; 10 on cpu)
   --check-requests N     requests checked against the reference per case (default 8, spread
@@ -50,8 +50,9 @@ options:
   --kv-l2 auto|evict_first|normal
                          cuda: the L2 policy of the KV reads (Plan::kv_evict_first): plan()'s
                          choice (default), or forced either way
-  --json FILE            also write the results as JSON
+  --json FILE            also write the results as JSON (checked for writing before the suite runs)
   --help                 this text
+Lists run each entry once (repeats are dropped).
 
 Exit status: 0 when every case ran and passed (relerr <= 4e-3, LSE within 1e-4, no NaN),
 1 otherwise, 2 on a usage error.
@@ -78,6 +79,7 @@ Options parse(int argc, char** argv) {
   while (!a.done()) {
     const std::string k = a.next();
     if (k == "--help" || k == "-h") {
+      a.no_value();
       o.help = true;
     } else if (k == "--backend") {
       o.backend = parse_backend(a.value());
@@ -351,6 +353,14 @@ int cmd_bench(int argc, char** argv) {
   Backend backend = Backend::cpu;
   testing::GpuInfo gpu;
   std::unique_ptr<testing::GpuTimer> timer;
+  if (!o.json.empty()) {  // before the suite: an unwritable path must not cost a whole run
+    const bool existed = static_cast<bool>(std::ifstream(o.json));
+    if (!std::ofstream(o.json, std::ios::app)) {
+      std::fprintf(stderr, "mla bench: --json: cannot write '%s'\n", o.json.c_str());
+      return 1;
+    }
+    if (!existed) std::remove(o.json.c_str());
+  }
   if (!select_backend("bench", o.backend, &backend, &timer, &gpu)) return 1;
   if (o.shapes.empty()) {
     if (backend == Backend::cuda) {

@@ -35,8 +35,9 @@ options:
   --format LIST          formats, comma separated: bf16,fp8,mxfp4 (default all)
   --dist LIST            challenge,peaked (default both)
   --sq LIST              query tokens per request, e.g. 1,2,4 (default 1,2,4 on cpu, 1,2,3,4 on
-                         cuda); s_q > 1 runs on the uniform, ragged and paged64 layouts with peaked
-                         inputs
+                         cuda); s_q > 1 runs on the uniform, ragged and paged64 layouts, with peaked
+                         inputs only when both distributions are swept
+A list runs each entry once (repeats are dropped).
   --seed N               input seed (default 1)
   --help                 this text
 
@@ -58,6 +59,7 @@ Options parse(int argc, char** argv) {
   while (!a.done()) {
     const std::string k = a.next();
     if (k == "--help" || k == "-h") {
+      a.no_value();
       o.help = true;
     } else if (k == "--backend") {
       o.backend = parse_backend(a.value());
@@ -65,10 +67,10 @@ Options parse(int argc, char** argv) {
       o.formats = parse_formats(a.value());
     } else if (k == "--dist") {
       o.dists.clear();
-      for (const std::string& d : split(a.value(), ',')) o.dists.push_back(parse_dist(d));
+      for (const std::string& d : split(a.value(), ',')) append_unique(o.dists, parse_dist(d));
     } else if (k == "--sq" || k == "--s-q" || k == "--s_q") {
       o.s_q.clear();
-      for (const std::string& s : split(a.value(), ',')) o.s_q.push_back(int(parse_int("--sq", s, 1, kMaxSq)));
+      for (const std::string& s : split(a.value(), ',')) append_unique(o.s_q, int(parse_int("--sq", s, 1, kMaxSq)));
     } else if (k == "--seed") {
       o.seed = std::uint64_t(parse_int("--seed", a.value(), 0, std::numeric_limits<long long>::max()));
     } else {
@@ -176,6 +178,10 @@ int cmd_check(int argc, char** argv) {
   if (s_qs.empty()) s_qs = backend == Backend::cuda ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{1, 2, 4};
 
   const std::vector<CheckCase> cases = build_sweep(o, backend, s_qs);
+  if (cases.empty()) {  // not an OK: a sweep of nothing checks nothing
+    std::fprintf(stderr, "mla check: the options select no case\n");
+    return 2;
+  }
   int passed = 0, failed = 0, skipped = 0;
   const auto t_start = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < cases.size(); ++i) {

@@ -20,11 +20,13 @@
 
 namespace mla {
 
-inline constexpr int kNumHeads = 16;                               // query heads
-inline constexpr int kHeadDim = 576;                               // query/key width (latent + rope)
-inline constexpr int kValueDim = 512;                              // value/output width (the latent part)
-inline constexpr int kMaxSq = 4;                                   // query tokens per request (decode + MTP)
-inline constexpr int kMxfp4Block = 32;                             // elements per E8M0 scale
+inline constexpr int kNumHeads = 16;   // query heads
+inline constexpr int kHeadDim = 576;   // query/key width (latent + rope)
+inline constexpr int kValueDim = 512;  // value/output width (the latent part)
+inline constexpr int kMaxSq = 4;       // query tokens per request (decode + MTP)
+inline constexpr std::int64_t kMaxTotalQ = std::int64_t(1)
+                                           << 30;  // query rows B · s_q per call (work lists count in int)
+inline constexpr int kMxfp4Block = 32;             // elements per E8M0 scale
 inline constexpr int kMxfp4ScalesPerRow = kHeadDim / kMxfp4Block;  // 18
 
 enum class KvFormat : int { bf16 = 0, fp8 = 1, mxfp4 = 2 };
@@ -56,7 +58,7 @@ struct KvCache {
   KvFormat format = KvFormat::bf16;
   const void* data = nullptr;            // [rows × row_stride_bytes]; first kv_row_bytes(format) bytes of a row used
   std::int64_t rows = 0;                 // physical rows in `data` (bounds every access)
-  std::int64_t row_stride_bytes = 0;     // ≥ kv_row_bytes(format)
+  std::int64_t row_stride_bytes = 0;     // ≥ kv_row_bytes(format); a multiple of 16 for cuda
   float fp8_scale = 1.0f;                // fp8 only: value = e4m3 · fp8_scale (finite, > 0)
   const std::uint8_t* scales = nullptr;  // mxfp4 only: [rows × scale_stride] E8M0, first 18 columns used
   std::int64_t scale_stride = kMxfp4ScalesPerRow;  // mxfp4 only: ≥ 18 (aiter: 18 or 24); even for cuda
@@ -80,7 +82,7 @@ struct Problem {
   int batch = 0;                            // B ≥ 1 requests
   int s_q = 1;                              // query tokens per request, 1..4
   const std::uint16_t* q = nullptr;         // [total_q × 16 × 576] bf16 bits, total_q = B · s_q
-  std::int64_t total_q = 0;                 // rows of q / out / lse
+  std::int64_t total_q = 0;                 // rows of q / out / lse, ≤ kMaxTotalQ
   const std::int32_t* qo_indptr = nullptr;  // [B+1], qo_indptr[0] = 0, steps of exactly s_q
   const std::int32_t* kv_indptr = nullptr;  // [B+1], non-decreasing, starts at 0
   KvCache kv;
@@ -125,8 +127,9 @@ struct Plan {
 
 std::string describe(const Plan& plan);
 
-// Bytes of workspace plan() needs for this problem. Depends only on batch and s_q (and, for cuda,
-// the current device's multiprocessor count), never on lengths: size once for the largest batch.
+// Bytes of workspace plan() needs for this problem. Depends only on batch, s_q and the backend's
+// machine (cuda: the current device's multiprocessor count; cpu: the host's hardware threads), never
+// on lengths: size once for the largest batch, on the machine that runs it.
 Status workspace_size(const Problem& p, Backend backend, std::size_t* bytes);
 
 // Validates `p` and fills `workspace` (host memory for cpu, device memory for cuda) with the

@@ -14,9 +14,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kernels/common/bf16.h"
@@ -230,12 +233,22 @@ Status quantize_mxfp4(std::span<const std::uint16_t> bf16, std::int64_t rows, Mx
                    " values, expected rows x 576 = " + std::to_string(rows * kHeadDim));
   }
 
-  out->scale_stride = scale_stride;
-  out->data.assign(static_cast<std::size_t>(rows * (kHeadDim / 2)), 0);
-  out->scales.assign(static_cast<std::size_t>(rows * scale_stride), 0);  // padding columns stay 0x00
+  // The results go to `out` only when both buffers could be allocated: a scale matrix too large
+  // for memory (a huge scale_stride) is an argument error, and `out` stays untouched.
+  std::vector<std::uint8_t> data_buf, scales_buf;
+  try {
+    data_buf.assign(static_cast<std::size_t>(rows * (kHeadDim / 2)), 0);
+    scales_buf.assign(static_cast<std::size_t>(rows * scale_stride), 0);  // padding columns stay 0x00
+  } catch (const std::bad_alloc&) {
+    return invalid("cannot allocate the " + std::to_string(rows * scale_stride) + "-byte scale matrix (rows " +
+                   std::to_string(rows) + " x scale_stride " + std::to_string(scale_stride) + ")");
+  } catch (const std::length_error&) {
+    return invalid("the " + std::to_string(rows * scale_stride) + "-byte scale matrix (rows " + std::to_string(rows) +
+                   " x scale_stride " + std::to_string(scale_stride) + ") exceeds what a vector can hold");
+  }
   const std::uint16_t* in = bf16.data();
-  std::uint8_t* data = out->data.data();
-  std::uint8_t* scales = out->scales.data();
+  std::uint8_t* data = data_buf.data();
+  std::uint8_t* scales = scales_buf.data();
   const std::int64_t min_rows = std::max<std::int64_t>(1, kMinElementsPerThread / kHeadDim);
   parallel_ranges(rows, min_rows, [&](std::int64_t r0, std::int64_t r1) {
     if (rounding == Mxfp4Rounding::legacy) {
@@ -244,6 +257,9 @@ Status quantize_mxfp4(std::span<const std::uint16_t> bf16, std::int64_t rows, Mx
       quantize_mxfp4_rows<Mxfp4Rounding::rne>(in, r0, r1, scale_stride, data, scales);
     }
   });
+  out->scale_stride = scale_stride;
+  out->data = std::move(data_buf);
+  out->scales = std::move(scales_buf);
   return Status::success();
 }
 

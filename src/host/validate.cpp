@@ -81,6 +81,9 @@ Status validate_description(const Problem& p, Backend backend) {
     return invalid("total_q must be batch * s_q = " + std::to_string(std::int64_t(p.batch) * p.s_q) + ", got " +
                    std::to_string(p.total_q));
   }
+  if (p.total_q > kMaxTotalQ) {
+    return invalid("batch * s_q = " + std::to_string(p.total_q) + " query rows exceeds kMaxTotalQ = 2^30");
+  }
   if (!std::isfinite(p.sm_scale)) return invalid("sm_scale must be finite");
   if (p.kv.rows < 0) return invalid("kv.rows must be >= 0");
   const std::int64_t row_bytes = kv_row_bytes(p.kv.format);

@@ -91,6 +91,38 @@ expect_usage_error "unknown distribution" bench --dist uniform
 expect_usage_error "unknown policy" bench --kv-l2 evict_last
 expect_usage_error "out of range" check --sq 5
 expect_usage_error "unknown option" check --shapes 4x1024
+expect_usage_error "out of range" bench --seed 99999999999999999999
+expect_usage_error "takes no value" bench --help=1
+expect_usage_error "takes no value" check --help=1
+
+# Lists run each entry once; s_q > 1 with a single distribution runs that distribution.
+"$MLA" check --backend cpu --format fp8,fp8 --sq 1,1 --dist peaked,peaked >"$tmp/dup.txt" 2>&1 ||
+  fail "check with repeated list entries: $(cat "$tmp/dup.txt")"
+n=$(grep -c "PASS" "$tmp/dup.txt" || true)
+[ "$n" -eq 6 ] || fail "check --format fp8,fp8 --sq 1,1 --dist peaked,peaked ran $n cases, expected 6 (one per layout)"
+"$MLA" check --backend cpu --format bf16 --sq 2 --dist challenge,challenge >"$tmp/sq2.txt" 2>&1 ||
+  fail "check --sq 2 --dist challenge: $(cat "$tmp/sq2.txt")"
+grep -q "bf16 challenge uniform .* s_q2" "$tmp/sq2.txt" || fail "check --sq 2 --dist challenge ran no challenge case"
+grep -q " of 0 cases" "$tmp/sq2.txt" && fail "check --sq 2 --dist challenge ran 0 cases"
+
+# An unwritable --json path fails before the suite runs (no case progress), with exit 1.
+rc=0
+"$MLA" bench --backend cpu --format bf16 --shapes 1x64 --reps 1 --json "$tmp/no/such/dir/x.json" \
+  >"$tmp/o.txt" 2>"$tmp/e.txt" || rc=$?
+[ "$rc" -eq 1 ] || fail "bench --json into a missing directory exited $rc, expected 1"
+grep -q "cannot write" "$tmp/e.txt" || fail "bench --json unwritable: $(cat "$tmp/e.txt")"
+grep -q "\[1/" "$tmp/e.txt" && fail "bench --json unwritable: the suite ran before the error"
+
+# The JSON's commit is the mla-decode source tree's, not that of the directory bench runs in.
+src="$(cd "$(dirname "$0")/../.." && pwd)"
+if command -v git >/dev/null 2>&1 && want=$(git -C "$src" rev-parse --short HEAD 2>/dev/null); then
+  mkdir "$tmp/other" && git -C "$tmp/other" init -q &&
+    git -C "$tmp/other" -c user.email=t@t -c user.name=t commit -q --allow-empty -m other
+  (cd "$tmp/other" && env -u MLA_COMMIT "$MLA" bench --backend cpu --format bf16 --shapes 1x64 --reps 1 \
+    --json "$tmp/c.json" >/dev/null 2>&1) || fail "bench from another repository"
+  grep -q "\"commit\": \"$want\"" "$tmp/c.json" ||
+    fail "bench JSON commit is $(grep '"commit"' "$tmp/c.json"), expected the source tree's $want"
+fi
 
 # Asking for the cuda backend where there is none is an error too (exit 1), with the reason.
 if ! "$MLA" --version | grep -q "GPU usable"; then

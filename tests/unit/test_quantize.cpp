@@ -753,4 +753,32 @@ TEST(QuantizeMxfp4, InvalidArguments) {
   EXPECT_TRUE(q.scales.empty());
 }
 
+// An argument error leaves `out` as it was (formats.md), also when the error is a scale matrix too
+// large to allocate: a scale_stride of 2^62 once threw std::bad_alloc out of this Status API after
+// setting out->scale_stride.
+TEST(QuantizeMxfp4, ErrorsLeaveOutUntouched) {
+  const std::vector<std::uint16_t> x(kRow, 0x3F80);  // 1.0
+  mla::Mxfp4Quantized q;
+  q.data = {1, 2, 3};
+  q.scales = {4};
+  q.scale_stride = 99;
+  const auto expect_untouched = [&](const mla::Status& s, const char* what) {
+    EXPECT_EQ(s.code, mla::StatusCode::invalid_argument) << what;
+    EXPECT_FALSE(s.message.empty()) << what;
+    EXPECT_EQ(q.data, (std::vector<std::uint8_t>{1, 2, 3})) << what;
+    EXPECT_EQ(q.scales, std::vector<std::uint8_t>{4}) << what;
+    EXPECT_EQ(q.scale_stride, 99) << what;
+  };
+  expect_untouched(mla::quantize_mxfp4(x, 1, Mxfp4Rounding::rne, 17, &q), "stride 17");
+  expect_untouched(mla::quantize_mxfp4(x, 2, Mxfp4Rounding::rne, 18, &q), "rows mismatch");
+  const mla::Status huge = mla::quantize_mxfp4(x, 1, Mxfp4Rounding::rne, std::int64_t(1) << 62, &q);
+  expect_untouched(huge, "stride 2^62");
+  EXPECT_NE(huge.message.find("scale_stride"), std::string::npos) << huge.message;
+  // And a valid call replaces all three.
+  ASSERT_TRUE(mla::quantize_mxfp4(x, 1, Mxfp4Rounding::rne, 24, &q).ok());
+  EXPECT_EQ(q.data.size(), 288u);
+  EXPECT_EQ(q.scales.size(), 24u);
+  EXPECT_EQ(q.scale_stride, 24);
+}
+
 }  // namespace

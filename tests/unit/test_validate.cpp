@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mla/mla.h"
@@ -257,6 +258,38 @@ TEST(Validate, TotalQNotBatchTimesSq) {
   Host h;
   h.p.total_q = 3;
   expect_invalid_both(h.p, "total_q");
+}
+
+// batch · s_q past kMaxTotalQ: the work lists and the workspace layout count rows in int, so a
+// larger batch must be refused, not sized by an overflowed product (INT_MAX requests, and 2^29 − 1
+// of s_q 4, once came back ok with ~1.8e19 workspace bytes).
+TEST(Validate, TooManyQueryRows) {
+  for (const auto& [batch, s_q] :
+       {std::pair{std::numeric_limits<int>::max(), 1}, std::pair{(1 << 29) - 1, 4}, std::pair{(1 << 30) + 1, 1}}) {
+    Host h;
+    h.p.batch = batch;
+    h.p.s_q = s_q;
+    h.p.total_q = std::int64_t(batch) * s_q;
+    expect_invalid_both(h.p, "kMaxTotalQ");
+    std::size_t bytes = 12345;
+    EXPECT_EQ(mla::workspace_size(h.p, Backend::cpu, &bytes).code, StatusCode::invalid_argument);
+    EXPECT_EQ(bytes, 12345u) << "workspace_size wrote a size for an invalid problem";
+  }
+}
+
+// The largest batch a call takes is described as valid, and its workspace size is what the
+// layout's 64-bit sums give (no overflow in the row count).
+TEST(Validate, LargestQueryRowCountIsSized) {
+  Host h;
+  h.p.batch = 1 << 28;
+  h.p.s_q = 4;
+  h.p.total_q = mla::kMaxTotalQ;
+  std::size_t bytes = 0;
+  const mla::Status s = mla::workspace_size(h.p, Backend::cpu, &bytes);
+  ASSERT_TRUE(s.ok()) << s.message;
+  // At least one fp32 partial per q row (16 heads × 512 dims × 4 bytes).
+  EXPECT_GE(bytes, std::size_t(mla::kMaxTotalQ) * 16 * 512 * 4);
+  EXPECT_LT(bytes, std::size_t(1) << 50);
 }
 
 TEST(Validate, SqZero) {
@@ -646,6 +679,12 @@ TEST(Validate, CudaWithoutAUsableDeviceIsNoDevice) {
   std::size_t bytes = 0;
   mla::Status s = mla::workspace_size(p, Backend::cuda, &bytes);
   EXPECT_EQ(s.code, StatusCode::no_device) << s.message;
+  // The message says what is missing, not only the CUDA runtime's own words (which, without a
+  // driver, speak of driver versions).
+  EXPECT_TRUE(s.message.find("no usable CUDA device") != std::string::npos ||
+              s.message.find("needs an sm_90 GPU") != std::string::npos ||
+              s.message.find("without CUDA") != std::string::npos)
+      << s.message;
   mla::Plan plan;
   s = mla::plan(p, Backend::cuda, fake_device_ptr<void>(0x7f0200000000), 1 << 20, &plan);
   EXPECT_EQ(s.code, StatusCode::no_device) << s.message;

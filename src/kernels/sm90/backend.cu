@@ -27,7 +27,11 @@ Status cuda_fail(const char* what, cudaError_t e) {
 Status device_sms(int* sms, std::int64_t* l2_bytes = nullptr) {
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return {StatusCode::no_device, std::string("no CUDA device: ") + cudaGetErrorString(e)};
+  if (e != cudaSuccess) {
+    return {StatusCode::no_device,
+            std::string("no usable CUDA device (no GPU, or no driver that serves this CUDA runtime): ") +
+                cudaGetErrorString(e)};
+  }
   cudaDeviceProp prop{};
   e = cudaGetDeviceProperties(&prop, dev);
   if (e != cudaSuccess) return cuda_fail("cudaGetDeviceProperties", e);
