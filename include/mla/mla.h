@@ -20,13 +20,12 @@
 
 namespace mla {
 
-inline constexpr int kNumHeads = 16;   // query heads
-inline constexpr int kHeadDim = 576;   // query/key width (latent + rope)
-inline constexpr int kValueDim = 512;  // value/output width (the latent part)
-inline constexpr int kMaxSq = 4;       // query tokens per request (decode + MTP)
-inline constexpr std::int64_t kMaxTotalQ = std::int64_t(1)
-                                           << 30;  // query rows B · s_q per call (work lists count in int)
-inline constexpr int kMxfp4Block = 32;             // elements per E8M0 scale
+inline constexpr int kNumHeads = 16;                               // query heads
+inline constexpr int kHeadDim = 576;                               // query/key width (latent + rope)
+inline constexpr int kValueDim = 512;                              // value/output width (the latent part)
+inline constexpr int kMaxSq = 4;                                   // query tokens per request (decode + MTP)
+inline constexpr std::int64_t kMaxTotalQ = 1 << 30;                // query rows B · s_q per call (int work lists)
+inline constexpr int kMxfp4Block = 32;                             // elements per E8M0 scale
 inline constexpr int kMxfp4ScalesPerRow = kHeadDim / kMxfp4Block;  // 18
 
 enum class KvFormat : int { bf16 = 0, fp8 = 1, mxfp4 = 2 };
