@@ -16,16 +16,17 @@ std::int64_t pieces(std::int64_t len, std::int64_t chunk) {
 
 }  // namespace
 
-WorkspaceLayout workspace_layout(int batch, int s_q, int target_items) {
+WorkspaceLayout workspace_layout(int requests, int rows_per_item, int target_items) {
   WorkspaceLayout w;
-  w.max_items = batch * s_q + std::max(target_items, 1);
+  w.max_items = requests + std::max(target_items, 1);
   w.max_partials = w.max_items;
+  w.rows_per_partial = rows_per_item * 16;
   std::size_t at = 0;
   w.items_offset = at;
   at = align256(at + sizeof(WorkItem) * std::size_t(w.max_items));
   w.splits_offset = at;
-  at = align256(at + sizeof(RequestSplit) * std::size_t(batch) * std::size_t(s_q));
-  const std::size_t rows = std::size_t(w.max_partials) * std::size_t(s_q) * 16;
+  at = align256(at + sizeof(RequestSplit) * std::size_t(requests));
+  const std::size_t rows = std::size_t(w.max_partials) * std::size_t(w.rows_per_partial);
   w.partial_o_offset = at;
   at = align256(at + sizeof(float) * rows * 512);  // fp32, or fp16 in its first half
   w.partial_scale_offset = at;

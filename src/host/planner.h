@@ -5,12 +5,12 @@
 // (partial = -1); a longer one is split into `num_partials` items that each write an fp32
 // partial (unnormalised-by-nothing: normalised O and its LSE) which the combine step merges by LSE.
 //
-// Workspace layout (byte offsets, each 256-aligned), identical for both backends:
-//   [WorkItem × max_items][RequestSplit × batch·s_q][partial O fp32 × max_partials × s_q × 16 × 512]
-//   [partial LSE fp32 × max_partials × s_q × 16]
-// The CPU backend plans one item per request covering its s_q query rows (splits indexed by
-// request, partial slots of s_q × 16 rows); the CUDA backend plans one item per query token —
-// a virtual request b·s_q + i with its causal length (splits indexed by it, slots of 16 rows).
+// Workspace layout (byte offsets, each 256-aligned), the same shape for both backends:
+//   [WorkItem × max_items][RequestSplit × requests][partial O fp32 × max_partials × rows_per_partial × 512]
+//   [partial scale fp32 × max_partials × rows_per_partial][partial LSE fp32 × max_partials × rows_per_partial]
+// The CPU backend plans one item per request covering its s_q query rows (requests = batch, partial
+// slots of s_q × 16 rows); the CUDA backend plans one item per query token — a virtual request
+// b·s_q + i with its causal length (requests = batch·s_q, slots of 16 rows).
 #pragma once
 
 #include <cstddef>
@@ -38,17 +38,20 @@ struct RequestSplit {
 struct WorkspaceLayout {
   int max_items = 0;
   int max_partials = 0;
+  int rows_per_partial = 0;  // 16 heads × the q rows of an item
   std::size_t items_offset = 0;
   std::size_t splits_offset = 0;
-  std::size_t partial_o_offset = 0;      // fp32 or fp16 [max_partials · s_q · 16 × 512] (the writer's choice)
-  std::size_t partial_scale_offset = 0;  // fp32 [max_partials · s_q · 16]: value = fp16 · scale (partial.h)
-  std::size_t partial_lse_offset = 0;    // fp32 [max_partials · s_q · 16]
+  std::size_t partial_o_offset = 0;      // fp32 or fp16 [max_partials · rows_per_partial × 512] (the writer's choice)
+  std::size_t partial_scale_offset = 0;  // fp32 [max_partials · rows_per_partial]: value = fp16 · scale (partial.h)
+  std::size_t partial_lse_offset = 0;    // fp32 [max_partials · rows_per_partial]
   std::size_t total_bytes = 0;
 };
 
-// `target_items`: how many work items would fill the machine (e.g. 132 SMs × CTAs per SM).
-// Room for batch · s_q + target_items items (a work list over batch · s_q virtual requests).
-WorkspaceLayout workspace_layout(int batch, int s_q, int target_items);
+// `requests`: the work list's requests (cpu: batch; cuda: batch · s_q virtual requests);
+// `rows_per_item`: the q rows one item covers (cpu: s_q; cuda: 1); `target_items`: how many work
+// items would fill the machine (e.g. 132 SMs × CTAs per SM). Room for requests + target_items items,
+// each with a partial slot (build_work_list makes at most that many).
+WorkspaceLayout workspace_layout(int requests, int rows_per_item, int target_items);
 
 struct WorkList {
   std::vector<WorkItem> items;

@@ -251,25 +251,41 @@ TEST(Planner, KvBases) {
 }
 
 TEST(Planner, WorkspaceLayoutBounds) {
-  for (int batch : {1, 3, 64, 256, 1000}) {
-    for (int s_q = 1; s_q <= kMaxSq; ++s_q) {
+  for (int requests : {1, 3, 64, 256, 1000, 4096}) {
+    for (int rows_per_item = 1; rows_per_item <= kMaxSq; ++rows_per_item) {
       for (int target : {0, 1, 8, 528}) {
-        const WorkspaceLayout w = workspace_layout(batch, s_q, target);
-        EXPECT_EQ(w.max_items, batch * s_q + std::max(target, 1));
+        const WorkspaceLayout w = workspace_layout(requests, rows_per_item, target);
+        EXPECT_EQ(w.max_items, requests + std::max(target, 1));
         EXPECT_GE(w.max_partials, w.max_items);
+        EXPECT_EQ(w.rows_per_partial, rows_per_item * kNumHeads);
         for (std::size_t off : {w.items_offset, w.splits_offset, w.partial_o_offset, w.partial_scale_offset,
                                 w.partial_lse_offset, w.total_bytes}) {
           EXPECT_EQ(off % 256, 0u);
         }
         EXPECT_GE(w.splits_offset, w.items_offset + sizeof(WorkItem) * std::size_t(w.max_items));
-        EXPECT_GE(w.partial_o_offset, w.splits_offset + sizeof(RequestSplit) * std::size_t(batch) * std::size_t(s_q));
-        const std::size_t rows = std::size_t(w.max_partials) * std::size_t(s_q) * kNumHeads;
+        EXPECT_GE(w.partial_o_offset, w.splits_offset + sizeof(RequestSplit) * std::size_t(requests));
+        const std::size_t rows = std::size_t(w.max_partials) * std::size_t(w.rows_per_partial);
         EXPECT_GE(w.partial_scale_offset, w.partial_o_offset + sizeof(float) * rows * kValueDim);  // fp32 partials fit
         EXPECT_GE(w.partial_lse_offset, w.partial_scale_offset + sizeof(float) * rows);
         EXPECT_GE(w.total_bytes, w.partial_lse_offset + sizeof(float) * rows);
+        // ... and nothing more than alignment: the partial slots are the bulk, sized per q row.
+        EXPECT_LT(w.total_bytes, w.partial_lse_offset + sizeof(float) * rows + 256);
       }
     }
   }
+}
+
+// The CUDA backend plans one item per q row (batch · s_q virtual requests, slots of 16 rows), so
+// its layout grows with batch · s_q, not with batch · s_q²: at s_q = 4 it once reserved four times
+// the partial slots it can use (168 MB instead of 42 MB at batch 256 on 132 SMs).
+TEST(Planner, WorkspaceGrowsLinearlyInQueryRows) {
+  const int target = 264, q_rows = 256 * 4;
+  const WorkspaceLayout w = workspace_layout(q_rows, 1, target);
+  const std::size_t slot = sizeof(float) * kNumHeads * (kValueDim + 2);  // O, scale and LSE of one q row
+  const std::size_t bound = std::size_t(q_rows + target) * (slot + sizeof(WorkItem)) +
+                            std::size_t(q_rows) * sizeof(RequestSplit) + 5 * 256;  // 5 regions, 256-aligned
+  EXPECT_LE(w.total_bytes, bound);
+  EXPECT_LT(w.total_bytes, std::size_t(45) << 20);  // ~42 MB, not the 168 MB of slots of 4 × 16 rows
 }
 
 // Which instantiation of the decode kernel a CUDA launch takes (launch_decode) and where its CTAs

@@ -58,7 +58,7 @@ int page_shift(int page_size) {
 // The layout plan() fills and run() reads: sized for the most resident decode CTAs per SM of
 // any format, so that it depends on batch, s_q and the device only.
 WorkspaceLayout cuda_layout(int batch, int s_q, int sms) {
-  return workspace_layout(batch, s_q, sms * sm90::kMaxDecodeCtasPerSm);
+  return workspace_layout(batch * s_q, 1, sms * sm90::kMaxDecodeCtasPerSm);  // one item per q row
 }
 
 }  // namespace
@@ -125,6 +125,9 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   if (bytes < layout.total_bytes) {
     return {StatusCode::workspace_too_small,
             "workspace of " + std::to_string(bytes) + " bytes, plan needs " + std::to_string(layout.total_bytes)};
+  }
+  if (int(items.size()) > layout.max_items || wl.num_partials > layout.max_partials) {
+    return {StatusCode::invalid_argument, "internal: work list larger than the workspace layout allows"};
   }
   auto* base = static_cast<std::uint8_t*>(workspace);
   e = cudaMemcpy(base + layout.items_offset, items.data(), items.size() * sizeof(WorkItem), cudaMemcpyHostToDevice);
