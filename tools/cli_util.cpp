@@ -173,20 +173,23 @@ std::string trim(std::string s) {
 }  // namespace
 
 // Asks git about the source tree this binary was built from (MLA_SOURCE_DIR), not about the
-// working directory, which may be another repository or none.
+// working directory (another repository, or none) nor a GIT_DIR in the environment: its HEAD when
+// this runs, with "-dirty" when tracked files differ from it. (A binary older than that HEAD is the
+// caller's to rebuild; scripts/gpu_run.sh sets MLA_COMMIT.)
 std::string git_commit() {
   if (const char* env = std::getenv("MLA_COMMIT"); env && *env) return env;
   std::string dir = "'";
   for (const char c : std::string(MLA_SOURCE_DIR)) dir += c == '\'' ? std::string("'\\''") : std::string(1, c);
   dir += "'";
-  const std::string cmd = "git -C " + dir + " rev-parse --short HEAD 2>/dev/null";
+  const std::string git = "env -u GIT_DIR -u GIT_WORK_TREE -u GIT_INDEX_FILE git -C " + dir;
+  const std::string cmd =
+      git + " rev-parse --short HEAD 2>/dev/null && { " + git + " diff --quiet HEAD -- 2>/dev/null || echo -dirty; }";
   std::string out;
   if (FILE* f = popen(cmd.c_str(), "r")) {
     char buf[128];
-    while (std::fgets(buf, sizeof buf, f)) out += buf;
+    while (std::fgets(buf, sizeof buf, f)) out += trim(buf);
     if (pclose(f) != 0) out.clear();
   }
-  out = trim(out);
   return out.empty() ? "unknown" : out;
 }
 

@@ -80,7 +80,7 @@ std::string json_num(double v);
 std::string json_int(long long v);
 
 std::string iso_date_utc();   // "2026-11-29T15:04:05Z"
-std::string git_commit();     // $MLA_COMMIT, else the source tree's `git rev-parse --short HEAD`, else "unknown"
+std::string git_commit();     // $MLA_COMMIT, else the source tree's HEAD (+ "-dirty"), else "unknown"
 std::string host_cpu_name();  // /proc/cpuinfo "model name", else "unknown"
 
 // Geometric mean of the positive finite values (NaN when there are none).

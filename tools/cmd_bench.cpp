@@ -1,4 +1,8 @@
 // `mla bench`: SPEC §4's speed suite (or a short CPU suite), correctness first, then timing.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -275,6 +279,24 @@ Row run_case(const Options& o, Backend backend, testing::GpuTimer* timer, KvForm
   return r;
 }
 
+// Whether `path` can be written, leaving the file system as it was: an existing entry (a file, or
+// a link even to nothing) is opened for appending and kept; a new file is created exclusively and
+// removed again (the only thing this ever removes).
+bool can_write(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) == 0) {
+    const int fd = open(path.c_str(), O_WRONLY | O_APPEND);
+    if (fd < 0) return false;
+    close(fd);
+    return true;
+  }
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0666);
+  if (fd < 0) return false;
+  close(fd);
+  unlink(path.c_str());
+  return true;
+}
+
 void write_json(const std::string& path, const Options& o, Backend backend, const testing::GpuInfo& gpu, int reps,
                 const std::vector<Row>& rows, bool all_passed) {
   std::ofstream f(path);
@@ -353,13 +375,9 @@ int cmd_bench(int argc, char** argv) {
   Backend backend = Backend::cpu;
   testing::GpuInfo gpu;
   std::unique_ptr<testing::GpuTimer> timer;
-  if (!o.json.empty()) {  // before the suite: an unwritable path must not cost a whole run
-    const bool existed = static_cast<bool>(std::ifstream(o.json));
-    if (!std::ofstream(o.json, std::ios::app)) {
-      std::fprintf(stderr, "mla bench: --json: cannot write '%s'\n", o.json.c_str());
-      return 1;
-    }
-    if (!existed) std::remove(o.json.c_str());
+  if (!o.json.empty() && !can_write(o.json)) {  // before the suite: an unwritable path must not cost a run
+    std::fprintf(stderr, "mla bench: --json: cannot write '%s'\n", o.json.c_str());
+    return 1;
   }
   if (!select_backend("bench", o.backend, &backend, &timer, &gpu)) return 1;
   if (o.shapes.empty()) {

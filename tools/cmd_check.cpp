@@ -37,9 +37,9 @@ options:
   --sq LIST              query tokens per request, e.g. 1,2,4 (default 1,2,4 on cpu, 1,2,3,4 on
                          cuda); s_q > 1 runs on the uniform, ragged and paged64 layouts, with peaked
                          inputs only when both distributions are swept
-A list runs each entry once (repeats are dropped).
   --seed N               input seed (default 1)
   --help                 this text
+A list runs each entry once (repeats are dropped).
 
 Exit status: 0 when no case failed, 1 otherwise, 2 on a usage error.
 )HELP";

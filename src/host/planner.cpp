@@ -37,6 +37,10 @@ WorkspaceLayout workspace_layout(int requests, int rows_per_item, int target_ite
   return w;
 }
 
+WorkspaceLayout cuda_workspace_layout(int batch, int s_q, int sms, int ctas_per_sm) {
+  return workspace_layout(batch * s_q, 1, sms * ctas_per_sm);
+}
+
 WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_items, int tile) {
   WorkList wl;
   const int batch = int(kv_lengths.size());

@@ -1,9 +1,10 @@
 // The planner: turns request lengths into a work list. Plain C++, shared by both backends.
 //
 // A work item is one request's KV range [kv_begin, kv_end) (logical tokens, exclusive end) for
-// all of its s_q query rows. A request whose KV fits one item writes its output directly
-// (partial = -1); a longer one is split into `num_partials` items that each write an fp32
-// partial (unnormalised-by-nothing: normalised O and its LSE) which the combine step merges by LSE.
+// the q rows that request stands for (cpu: a request and its s_q rows; cuda: one virtual request
+// per q row). A request whose KV fits one item writes its output directly (partial = -1); a longer
+// one is split into `num_partials` items that each write a partial (normalised O, fp32 or fp16 ×
+// a scale, and its LSE) which the combine step merges by LSE.
 //
 // Workspace layout (byte offsets, each 256-aligned), the same shape for both backends:
 //   [WorkItem × max_items][RequestSplit × requests][partial O fp32 × max_partials × rows_per_partial × 512]
@@ -52,10 +53,13 @@ struct WorkspaceLayout {
 // items would fill the machine (e.g. 132 SMs × CTAs per SM). Room for requests + target_items items,
 // each with a partial slot (build_work_list makes at most that many).
 WorkspaceLayout workspace_layout(int requests, int rows_per_item, int target_items);
+// The CUDA backend's: one item per q row (batch · s_q virtual requests), room for `ctas_per_sm`
+// items per SM on top.
+WorkspaceLayout cuda_workspace_layout(int batch, int s_q, int sms, int ctas_per_sm);
 
 struct WorkList {
   std::vector<WorkItem> items;
-  std::vector<RequestSplit> splits;  // [batch]
+  std::vector<RequestSplit> splits;  // [requests]: one per request of the list
   int tokens_per_split = 0;
   int num_partials = 0;
   int num_split_requests = 0;

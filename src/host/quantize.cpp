@@ -13,9 +13,8 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <limits>
-#include <new>
-#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -239,12 +238,10 @@ Status quantize_mxfp4(std::span<const std::uint16_t> bf16, std::int64_t rows, Mx
   try {
     data_buf.assign(static_cast<std::size_t>(rows * (kHeadDim / 2)), 0);
     scales_buf.assign(static_cast<std::size_t>(rows * scale_stride), 0);  // padding columns stay 0x00
-  } catch (const std::bad_alloc&) {
-    return invalid("cannot allocate the " + std::to_string(rows * scale_stride) + "-byte scale matrix (rows " +
-                   std::to_string(rows) + " x scale_stride " + std::to_string(scale_stride) + ")");
-  } catch (const std::length_error&) {
-    return invalid("the " + std::to_string(rows * scale_stride) + "-byte scale matrix (rows " + std::to_string(rows) +
-                   " x scale_stride " + std::to_string(scale_stride) + ") exceeds what a vector can hold");
+  } catch (const std::exception&) {                                       // std::bad_alloc, std::length_error
+    return invalid("cannot allocate the outputs: " + std::to_string(rows * (kHeadDim / 2)) + " code bytes and " +
+                   std::to_string(rows * scale_stride) + " scale bytes (rows " + std::to_string(rows) +
+                   " x scale_stride " + std::to_string(scale_stride) + ")");
   }
   const std::uint16_t* in = bf16.data();
   std::uint8_t* data = data_buf.data();

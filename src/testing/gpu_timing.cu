@@ -232,7 +232,10 @@ GpuInfo gpu_info() {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
-    g.error = e != cudaSuccess ? std::string("no GPU: ") + cudaGetErrorString(e) : "no GPU: no CUDA device found";
+    g.error = e == cudaErrorInsufficientDriver
+                  ? std::string("no GPU driver, or one older than this CUDA runtime (") + cudaGetErrorString(e) + ")"
+              : e != cudaSuccess ? std::string("no GPU: ") + cudaGetErrorString(e)
+                                 : "no GPU: no CUDA device found";
     cudaGetLastError();
     return g;
   }

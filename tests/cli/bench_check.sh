@@ -103,7 +103,6 @@ n=$(grep -c "PASS" "$tmp/dup.txt" || true)
 "$MLA" check --backend cpu --format bf16 --sq 2 --dist challenge,challenge >"$tmp/sq2.txt" 2>&1 ||
   fail "check --sq 2 --dist challenge: $(cat "$tmp/sq2.txt")"
 grep -q "bf16 challenge uniform .* s_q2" "$tmp/sq2.txt" || fail "check --sq 2 --dist challenge ran no challenge case"
-grep -q " of 0 cases" "$tmp/sq2.txt" && fail "check --sq 2 --dist challenge ran 0 cases"
 
 # An unwritable --json path fails before the suite runs (no case progress), with exit 1.
 rc=0
@@ -116,6 +115,7 @@ grep -q "\[1/" "$tmp/e.txt" && fail "bench --json unwritable: the suite ran befo
 # The JSON's commit is the mla-decode source tree's, not that of the directory bench runs in.
 src="$(cd "$(dirname "$0")/../.." && pwd)"
 if command -v git >/dev/null 2>&1 && want=$(git -C "$src" rev-parse --short HEAD 2>/dev/null); then
+  git -C "$src" diff --quiet HEAD -- || want="$want-dirty"
   mkdir "$tmp/other" && git -C "$tmp/other" init -q &&
     git -C "$tmp/other" -c user.email=t@t -c user.name=t commit -q --allow-empty -m other
   (cd "$tmp/other" && env -u MLA_COMMIT "$MLA" bench --backend cpu --format bf16 --shapes 1x64 --reps 1 \

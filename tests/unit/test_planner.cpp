@@ -87,9 +87,9 @@ void check_work_list(const std::vector<std::int32_t>& lens, int target, int tile
   }
   EXPECT_EQ(split_requests, wl.num_split_requests);
 
-  // The layout for this batch holds the list, whatever the lengths.
-  for (int s_q = 1; s_q <= kMaxSq; ++s_q) {
-    const WorkspaceLayout w = workspace_layout(batch, s_q, target);
+  // The layout for this many requests holds the list, whatever the lengths and q rows per item.
+  for (int rows_per_item = 1; rows_per_item <= kMaxSq; ++rows_per_item) {
+    const WorkspaceLayout w = workspace_layout(batch, rows_per_item, target);
     EXPECT_LE(int(wl.items.size()), w.max_items);
     EXPECT_LE(wl.num_partials, w.max_partials);
   }
@@ -280,7 +280,9 @@ TEST(Planner, WorkspaceLayoutBounds) {
 // the partial slots it can use (168 MB instead of 42 MB at batch 256 on 132 SMs).
 TEST(Planner, WorkspaceGrowsLinearlyInQueryRows) {
   const int target = 264, q_rows = 256 * 4;
-  const WorkspaceLayout w = workspace_layout(q_rows, 1, target);
+  const WorkspaceLayout w = cuda_workspace_layout(256, 4, 132, 2);  // what backend.cu sizes
+  EXPECT_EQ(w.max_items, q_rows + target);
+  EXPECT_EQ(w.rows_per_partial, kNumHeads);
   const std::size_t slot = sizeof(float) * kNumHeads * (kValueDim + 2);  // O, scale and LSE of one q row
   const std::size_t bound = std::size_t(q_rows + target) * (slot + sizeof(WorkItem)) +
                             std::size_t(q_rows) * sizeof(RequestSplit) + 5 * 256;  // 5 regions, 256-aligned

@@ -58,7 +58,7 @@ int page_shift(int page_size) {
 // The layout plan() fills and run() reads: sized for the most resident decode CTAs per SM of
 // any format, so that it depends on batch, s_q and the device only.
 WorkspaceLayout cuda_layout(int batch, int s_q, int sms) {
-  return workspace_layout(batch * s_q, 1, sms * sm90::kMaxDecodeCtasPerSm);  // one item per q row
+  return cuda_workspace_layout(batch, s_q, sms, sm90::kMaxDecodeCtasPerSm);
 }
 
 }  // namespace

@@ -265,7 +265,7 @@ cudaError_t launch_combine_as(cudaLaunchConfig_t& cfg, const CombineParams& p, i
   }
   // Dim chunks: up to 4 while (rows × heads) CTAs would not give every SM two.
   int chunks = 1;
-  while (chunks < kMaxChunks && p.rows * kNumHeads * chunks < 2 * sms) chunks *= 2;
+  while (chunks < kMaxChunks && std::int64_t(p.rows) * kNumHeads * chunks < 2 * sms) chunks *= 2;
   cfg.gridDim = dim3(p.rows, kNumHeads, chunks);
   // One group per 16 partials (two rounds of 8 loads in flight) per 128 dim lanes, at most 512 threads.
   const int lanes = kLanes / chunks;
