@@ -130,6 +130,12 @@ if ! "$MLA" --version | grep -q "GPU usable"; then
   "$MLA" bench --backend cuda --shapes 1x256 >"$tmp/o.txt" 2>"$tmp/e.txt" || rc=$?
   [ "$rc" -ne 0 ] || fail "bench --backend cuda without a GPU exited 0"
   grep -q "GPU" "$tmp/e.txt" || fail "bench --backend cuda without a GPU: no reason given"
+  # The --json probe before that failure leaves an existing file as it was and creates none.
+  echo keep >"$tmp/keep.json"
+  "$MLA" bench --backend cuda --json "$tmp/keep.json" >/dev/null 2>&1 && fail "bench --backend cuda exited 0"
+  [ "$(cat "$tmp/keep.json")" = keep ] || fail "a failed bench changed the existing --json file"
+  "$MLA" bench --backend cuda --json "$tmp/new.json" >/dev/null 2>&1 && fail "bench --backend cuda exited 0"
+  [ ! -e "$tmp/new.json" ] || fail "a failed bench left a --json file behind"
 fi
 
 echo "bench_check: all passed"
