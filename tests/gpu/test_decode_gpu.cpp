@@ -78,16 +78,17 @@ void run_case(const CaseSpec& spec, GpuResult* r, bool with_lse = true) {
   run_inputs(make_inputs(spec), r, with_lse);
 }
 
-void expect_correct_inputs(const HostInputs& in, const std::string& name, bool with_lse = true) {
+void expect_correct_inputs(const HostInputs& in, const std::string& name, bool with_lse = true, Plan* plan = nullptr) {
   GpuResult r;
   ASSERT_NO_FATAL_FAILURE(run_inputs(in, &r, with_lse));
+  if (plan != nullptr) *plan = r.plan;
   EXPECT_TRUE(r.cmp.ok()) << name << ": " << r.cmp.summary() << " | " << describe(r.plan);
   std::printf("  %-48s %s\n", name.c_str(), r.cmp.summary().c_str());
   EXPECT_EQ(r.cmp.nonfinite, 0) << name;
   EXPECT_TRUE(r.guards_ok) << name << ": a write landed outside out/lse (or a guard changed)";
 }
-void expect_correct(const CaseSpec& spec, bool with_lse = true) {
-  expect_correct_inputs(make_inputs(spec), spec.name(), with_lse);
+void expect_correct(const CaseSpec& spec, bool with_lse = true, Plan* plan = nullptr) {
+  expect_correct_inputs(make_inputs(spec), spec.name(), with_lse, plan);
 }
 
 // Outputs of one run of `pl` into NaN-poisoned outputs, or of `graph_replays` replays of a CUDA graph
@@ -142,16 +143,25 @@ TEST(GpuDecode, UniformChallengeAndPeakedAllFormats) {
 // 4 × 4096 in 32 or 64 by combine_few_kernel<2, 16> or <4, 16>, 2 × 8192 in 64 by
 // combine_few_kernel<4, 16> for bf16 and in 128 by combine_kernel otherwise, 1 × 16384 in 128 or 256
 // by combine_kernel; each on bf16's fp32 partials and the others' fp16 ones), checked against the
-// reference with the plan's choice asserted.
+// reference with the plan's choice asserted (the piece counts on a 132-SM H200). Peaked inputs: with
+// the challenge ones (logits of std ~4e-4) equal weights, or no Q at all, would pass the bound.
 TEST(GpuDecode, SplitRowsMergedInClustersAndByTheCombine) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
-    const int two_piece_rows = f == KvFormat::bf16 ? 64 : 128;  // one CTA per SM for bf16, two otherwise
-    for (auto [b, l, clustered] : {std::tuple{two_piece_rows, 1000, true}, std::tuple{32, 1024, false},
-                                   std::tuple{4, 1024, false}, std::tuple{2, 700, false}, std::tuple{4, 4096, false},
-                                   std::tuple{2, 8192, false}, std::tuple{1, 16384, false}}) {
+    const bool bf16 = f == KvFormat::bf16;
+    const int two_piece_rows = bf16 ? 64 : 128;  // one CTA per SM for bf16, two otherwise
+    struct Split {
+      int b, l;
+      bool clustered;
+      int pieces;  // on 132 SMs
+    };
+    for (const Split& sp : {Split{two_piece_rows, 1000, true, 2}, Split{32, 1024, false, bf16 ? 4 : 8},
+                            Split{4, 1024, false, 16}, Split{2, 700, false, 11}, Split{4, 4096, false, bf16 ? 32 : 64},
+                            Split{2, 8192, false, bf16 ? 64 : 128}, Split{1, 16384, false, bf16 ? 128 : 256}}) {
+      const auto [b, l, clustered, pieces] = sp;
       CaseSpec spec = CaseSpec::uniform(b, l, f);
       spec.seed = 5 + b + l;
+      spec.dist = Distribution::peaked;
       GpuResult r;
       ASSERT_NO_FATAL_FAILURE(run_case(spec, &r));
       EXPECT_TRUE(r.cmp.ok()) << spec.name() << ": " << r.cmp.summary() << " | " << describe(r.plan);
@@ -159,6 +169,9 @@ TEST(GpuDecode, SplitRowsMergedInClustersAndByTheCombine) {
       EXPECT_TRUE(r.guards_ok) << spec.name();
       EXPECT_GT(r.plan.num_split_requests, 0) << describe(r.plan);
       EXPECT_EQ(r.plan.cluster_size, clustered ? 2 : 0) << describe(r.plan);
+      if (r.plan.device_sms == 132) {
+        EXPECT_EQ(r.plan.max_request_partials, pieces) << describe(r.plan);
+      }
       std::printf("  %-48s %s | cluster %d\n", spec.name().c_str(), r.cmp.summary().c_str(), r.plan.cluster_size);
     }
   }
@@ -187,6 +200,7 @@ TEST(GpuDecode, OneTileItemsAndLongerOnes) {
       spec.page_size = sh.page;
       spec.spare_rows = sh.page > 0 ? 128 : 0;
       spec.seed = 71 + int(sh.lens.size()) + sh.page;
+      spec.dist = Distribution::peaked;
       GpuResult r;
       ASSERT_NO_FATAL_FAILURE(run_case(spec, &r));
       EXPECT_TRUE(r.cmp.ok()) << spec.name() << ": " << r.cmp.summary() << " | " << describe(r.plan);
@@ -330,7 +344,7 @@ TEST(GpuDecode, Mxfp4WideScaleSpread) {
     spec.spare_rows = 64;  // the padding scale columns stay 0xFF (NaN): only blocks 0..17 are rewritten
     HostInputs in = make_inputs(spec);
     std::uint64_t x = 0x9E3779B97F4A7C15ull + std::uint64_t(stride);
-    for (std::int64_t row = 0; row < in.kv_rows; ++row) {
+    for (std::int64_t row = 0; row < in.kv_indptr.back(); ++row) {  // the spare rows keep their NaN scales
       for (int b = 0; b < kHeadDim / 32; ++b) {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         const std::uint8_t byte = (x >> 58) == 0 ? 0 : std::uint8_t(100 + (x >> 33) % 28);  // 2^-27 .. 2^0
@@ -355,10 +369,14 @@ TEST(GpuDecode, ClimbingLogitsMoveTheRunningMax) {
 TEST(GpuDecode, WithoutLse) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
-    for (int b : {8, 2, 128}) {  // split rows by the combine (8, 2) and in clusters of 2 (128 for fp8/MXFP4)
-      CaseSpec spec = CaseSpec::uniform(b, b == 128 ? 1000 : 3000, f);
+    const int two_piece_rows = f == KvFormat::bf16 ? 64 : 128;
+    for (int b : {8, 2, two_piece_rows}) {  // split rows by the combine (8, 2) and in clusters of 2
+      CaseSpec spec = CaseSpec::uniform(b, b == two_piece_rows ? 1000 : 3000, f);
       spec.dist = Distribution::peaked;
-      expect_correct(spec, /*with_lse=*/false);
+      Plan plan;
+      ASSERT_NO_FATAL_FAILURE(expect_correct(spec, /*with_lse=*/false, &plan));
+      EXPECT_GT(plan.num_split_requests, 0) << describe(plan);
+      EXPECT_EQ(plan.cluster_size, b == two_piece_rows ? 2 : 0) << describe(plan);
     }
   }
 }
@@ -404,6 +422,8 @@ TEST(GpuDecode, NanInAReadRowReachesItsRequestOnly) {
     EXPECT_GT(nan0, 0) << to_string(f) << ": request 0 read a NaN and neither its output nor its LSE has one";
     EXPECT_EQ(0, std::memcmp(clean.out.data() + per_request, poisoned.out.data() + per_request, per_request * 2))
         << to_string(f) << ": request 1 changed";
+    EXPECT_EQ(0, std::memcmp(clean.lse.data() + kNumHeads, poisoned.lse.data() + kNumHeads, kNumHeads * sizeof(float)))
+        << to_string(f) << ": request 1's LSE changed";
   }
 }
 
@@ -412,12 +432,15 @@ TEST(GpuDecode, NanInAReadRowReachesItsRequestOnly) {
 TEST(GpuDecode, NanInQReachesASplitRow) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
-    for (int b : {2, 128}) {  // rows split many times (combine) and, for 128, in two (clusters)
+    const int two_piece_rows = f == KvFormat::bf16 ? 64 : 128;
+    for (int b : {2, two_piece_rows}) {  // rows split many times (combine) and in two (clusters)
       CaseSpec spec = CaseSpec::uniform(b, b == 2 ? 8192 : 1000, f);
       HostInputs in = make_inputs(spec);
       in.q[7] = 0xFFFF;  // request 0, head 0, dim 7: NaN
       GpuResult r;
       ASSERT_NO_FATAL_FAILURE(run_inputs(in, &r));
+      ASSERT_GT(r.plan.num_split_requests, 0) << describe(r.plan);
+      ASSERT_EQ(r.plan.cluster_size, b == 2 ? 0 : 2) << describe(r.plan);
       EXPECT_TRUE(std::isnan(r.lse[0])) << to_string(f) << " b" << b << ": " << describe(r.plan);
       EXPECT_TRUE(std::isnan(bf16_to_float(r.out[0]))) << to_string(f) << " b" << b;
       EXPECT_TRUE(std::isfinite(r.lse[kNumHeads])) << "request 1";
@@ -590,6 +613,7 @@ TEST(GpuSanitizer, SmallSuite) {
     // Rows split in two: merged in clusters of 2 (distributed shared memory) under the sanitizers too.
     CaseSpec pairs = CaseSpec::uniform(f == KvFormat::bf16 ? 64 : 128, 128, f);
     pairs.seed = 77;
+    pairs.dist = Distribution::peaked;
     GpuResult r;
     ASSERT_NO_FATAL_FAILURE(run_case(pairs, &r));
     EXPECT_TRUE(r.cmp.ok()) << pairs.name() << ": " << r.cmp.summary();
@@ -602,6 +626,7 @@ TEST(GpuSanitizer, SmallSuite) {
                                  std::tuple{1, 16384, KvFormat::fp8, 256}, std::tuple{1, 16384, KvFormat::bf16, 128}}) {
     CaseSpec many = CaseSpec::uniform(b, l, f);
     many.seed = 80;
+    many.dist = Distribution::peaked;
     GpuResult r;
     ASSERT_NO_FATAL_FAILURE(run_case(many, &r));
     EXPECT_TRUE(r.cmp.ok()) << many.name() << ": " << r.cmp.summary();
@@ -616,6 +641,7 @@ TEST(GpuSanitizer, SmallSuite) {
   walk.page_size = 16;
   walk.spare_rows = 64;
   walk.seed = 78;
+  walk.dist = Distribution::peaked;
   GpuResult r;
   ASSERT_NO_FATAL_FAILURE(run_case(walk, &r));
   EXPECT_TRUE(r.cmp.ok()) << walk.name() << ": " << r.cmp.summary();

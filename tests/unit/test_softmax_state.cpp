@@ -2,6 +2,7 @@
 // state and weight_of, against a direct float64 computation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -85,8 +86,16 @@ TEST(SoftmaxState, OnlineAndMergedMatchDirect) {
     double wa, wb;
     const State m = State::merge(of(a), of(b), &wa, &wb);
     EXPECT_NEAR(m.lse(), lse_direct(all), 1e-12);
-    // The accumulators' weights reproduce Σ exp(s − m) of each side in the merged frame.
-    EXPECT_NEAR(wa * of(a).l + wb * of(b).l, m.l, 1e-12 * m.l);
+    // The accumulators' weights carry each side's Σ exp(s − m) into the merged frame, summed here
+    // directly over the logits (not from merge()'s own l).
+    const double top = *std::max_element(all.begin(), all.end());
+    double la = 0, lb = 0;
+    for (double x : a) la += std::exp(x - top);
+    for (double x : b) lb += std::exp(x - top);
+    EXPECT_EQ(m.m, top);
+    EXPECT_NEAR(wa * of(a).l, la, 1e-12 * la);
+    EXPECT_NEAR(wb * of(b).l, lb, 1e-12 * lb);
+    EXPECT_NEAR(m.l, la + lb, 1e-12 * (la + lb));
   }
 }
 
