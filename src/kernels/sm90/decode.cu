@@ -1,7 +1,8 @@
 // sm90 MLA decode from bf16 KV (fp8: decode_fp8.cu, MXFP4: decode_mxfp4.cu), and the per-format dispatch.
 //
 // Grid: one CTA per work item (q row v = b·s_q + i, KV range [kv_begin, kv_end), the range already
-// cut to query token i's causal length); 8 warps. One CTA owns all 16 heads of its q row and
+// cut to query token i's causal length), or, with more short items than one wave, one wave of CTAs
+// each walking items c, c + grid, …; 8 warps. One CTA owns all 16 heads of its q row and
 // streams its KV range once, in tiles of 64 tokens:
 //
 //   global ──cp.async 16 B──▶ bf16 stage (3 stages deep; rows of 1152 B, 16-byte chunks XOR-swizzled

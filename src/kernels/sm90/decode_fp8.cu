@@ -5,14 +5,17 @@
 // lines for dense tiles, else row by row) into unpadded rows with 16-byte chunks XOR-swizzled
 // (fp8_stage.h: conflict-free copies and ldmatrix); 2 stages on mbarriers; the next tile's copies go
 // out among the S batches.
-// Warp w copies and owns tokens 16w..16w+15 of a tile (its 16 rows of every wgmma M = 64).
+// Warp w owns tokens 16w..16w+15 of a tile (its 16 rows of every wgmma M = 64), and copies them when
+// the tile goes row by row (a dense tile is copied in 16-byte pieces tid + 128k across the tile).
 //
 //   Sᵀ = K·Qᵀ    wgmma m64n16k16, fp32 accumulation, A = K in registers from an ldmatrix of the raw
 //                tile, one exact cvt.f16x2.e4m3x2 per pair; B = Q·2^e in fp16 (exact) in shared
 //                memory with its dims permuted to the fragments' k order.
 //                (fp8 wgmma accumulates in ~14-bit precision: too coarse for the logits.)
-//   softmax      per head over the tile: warp butterflies + one shared-memory step for the max;
-//                each thread keeps its partial l. P·2^8 = P_hi + P_lo, two e4m3 terms.
+//   softmax      per head over the tile (tile_maxima): a block vote whether any logit exceeds its
+//                head's running max by more than the slack (0.5); only then, or on the item's first
+//                tile, the exact max by warp butterflies and one shared-memory step. Each thread
+//                keeps its partial l. P·2^8 = P_hi + P_lo, two e4m3 terms.
 //   Oᵀ += Vᵀ·Pᵀ  A = Vᵀ in registers from ldmatrix.trans of the same raw tile (4 bytes of one dim
 //                from 4 tokens) by byte permutes, no conversion, wgmma m64n16k32 e4m3 against P_hi
 //                then P_lo. Each tile's product goes to fresh accumulators that are added to the

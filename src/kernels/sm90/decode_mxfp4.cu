@@ -15,8 +15,10 @@
 //            B = Q in bf16 as given, dims permuted to the fragments' k order. The fragments of dims
 //            0..511 are also stored to Vt: the decoded V, bf16, in no-swizzle core matrices of
 //            8 tokens × 8 "value rows" (a fixed permutation of the dims, undone at the output).
-//   softmax  per head over the tile: warp butterflies + one shared-memory step for the max; P·2^(R_w
-//            − A) in bf16, A = the largest R_w so far (never decreasing).
+//   softmax  per head over the tile (tile_maxima): a block vote whether any logit exceeds its head's
+//            running max by more than the slack (8); only then, or on the item's first tile, the exact
+//            max by warp butterflies and one shared-memory step. P·2^(R_w − A) in bf16, A = the
+//            largest R_w so far (never decreasing).
 //   Oᵀ += Vt·Pᵀ  wgmma m64n16k16 bf16 SS, A = Vt read MN-major (value rows in M, tokens in K), B = P:
 //            straight into the fp32 Oᵀ, kept in units of 2^(A − 127) and rescaled only when a head's
 //            max or A moved. Under it, the next tile's head start: the rope batch of S (steps

@@ -17,7 +17,7 @@ constexpr bool items_in_params(int num_items) {
   return num_items <= kParamItems;
 }
 // Items of at most this many KV tokens (one tile) run each format's one-tile kernel, which has no
-// code for a next tile (perf-notes v76–v78).
+// code for a next tile (perf-notes v76–v78), unless the launch walks (decode_variant: walking first).
 constexpr int kShortItemTokens = 64;
 
 // The instantiation of a format's decode kernel that a launch takes (launch_decode; describe()

@@ -28,7 +28,7 @@ int decode_max_active_clusters(KvFormat format, int n);
 bool decode_partials_f16(KvFormat format);
 
 // One decode kernel as the dispatch (decode.cu) sees it. decode_fp8.cu and decode_mxfp4.cu each
-// describe their wgmma kernel (tokens in M, 64-token tiles); bf16's two are decode.cu's own.
+// describe their wgmma kernel (tokens in M, 64-token tiles); bf16's (general, walking, one-tile) are decode.cu's own.
 struct DecodeKernel {
   void (*entry)(DecodeParams);  // the __global__ function
   int threads;                  // block size
