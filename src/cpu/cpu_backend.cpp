@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -38,22 +39,30 @@ int target_items() {
   return 4 * hardware_threads();
 }
 
+// Runs worker(t) for t = 0 .. n − 1, worker 0 on the calling thread. The workers share their work
+// through an atomic counter, so a thread the system refuses (std::system_error) is simply not
+// started: fewer workers do the same work, and no joinable thread is left to terminate the process.
+template <typename Worker>
+void run_workers(int n, const Worker& worker) {
+  std::vector<std::thread> pool;
+  pool.reserve(std::size_t(std::max(n - 1, 0)));
+  for (int t = 1; t < n; ++t) {
+    try {
+      pool.emplace_back(worker, t);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  worker(0);
+  for (auto& th : pool) th.join();
+}
+
 template <typename Fn>
 void parallel_for(int count, int threads, Fn&& fn) {
-  const int n = std::min(count, threads);
-  if (n <= 1) {
-    for (int i = 0; i < count; ++i) fn(i);
-    return;
-  }
   std::atomic<int> next{0};
-  auto worker = [&] {
+  run_workers(std::min(count, threads), [&](int) {
     for (int i = next.fetch_add(1); i < count; i = next.fetch_add(1)) fn(i);
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(std::size_t(n - 1));
-  for (int t = 1; t < n; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& th : pool) th.join();
+  });
 }
 
 // Dequantizes KV rows into floats (bf16 and MXFP4 exactly; fp8 as e4m3 × tensor scale rounded once to fp32).
@@ -337,10 +346,7 @@ Status run(const Problem& p, const Plan& plan) {
       }
     }
   };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker, t);
-  worker(0);
-  for (auto& th : pool) th.join();
+  run_workers(threads, worker);
 
   std::vector<int> split_requests;
   for (int b = 0; b < p.batch; ++b) {
