@@ -43,6 +43,7 @@ enum class StatusCode : int {
   workspace_too_small,  // caller's workspace smaller than workspace_size()
   cuda_error,           // a CUDA runtime call failed
   no_device,            // Backend::cuda asked for, no usable GPU
+  out_of_memory,        // host memory ran out in plan() or run() (device memory: cuda_error)
 };
 
 struct Status {

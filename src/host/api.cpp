@@ -1,5 +1,7 @@
 // Public entry points: validation, then a plain switch to the backend.
+#include <new>
 #include <sstream>
+#include <string>
 
 #include "cpu/cpu_backend.h"
 #include "host/cuda_backend.h"
@@ -8,6 +10,25 @@
 #include "mla/mla.h"
 
 namespace mla {
+namespace {
+
+// plan() and run() allocate host memory (the work list, the CPU backend's scratch): an exhausted
+// heap comes back as a status, not as an exception through the Status API. The message itself may
+// not be allocatable then, so it falls back to none.
+template <typename F>
+Status without_exceptions(F&& f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    try {
+      return {StatusCode::out_of_memory, "host memory ran out"};
+    } catch (const std::bad_alloc&) {
+      return {StatusCode::out_of_memory, std::string()};
+    }
+  }
+}
+
+}  // namespace
 
 Status validate(const Problem& p, Backend backend) {
   Status s = validate_description(p, backend);
@@ -35,7 +56,9 @@ Status workspace_size(const Problem& p, Backend backend, std::size_t* bytes) {
   return {StatusCode::invalid_argument, "unknown backend"};
 }
 
-Status plan(const Problem& p, Backend backend, void* workspace, std::size_t workspace_bytes, Plan* out) {
+namespace {
+
+Status plan_checked(const Problem& p, Backend backend, void* workspace, std::size_t workspace_bytes, Plan* out) {
   if (!out) return {StatusCode::invalid_argument, "plan output is null"};
   Status s = validate(p, backend);
   if (!s.ok()) return s;
@@ -49,7 +72,7 @@ Status plan(const Problem& p, Backend backend, void* workspace, std::size_t work
   return {StatusCode::invalid_argument, "unknown backend"};
 }
 
-Status run(const Problem& p, const Plan& plan, void* stream) {
+Status run_checked(const Problem& p, const Plan& plan, void* stream) {
   Status s = validate_description(p, plan.backend);
   if (!s.ok()) return s;
   if (plan.workspace == nullptr || plan.batch != p.batch || plan.s_q != p.s_q || plan.total_q != p.total_q) {
@@ -67,6 +90,16 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
       return cuda::run(p, plan, stream);
   }
   return {StatusCode::invalid_argument, "unknown backend"};
+}
+
+}  // namespace
+
+Status plan(const Problem& p, Backend backend, void* workspace, std::size_t workspace_bytes, Plan* out) {
+  return without_exceptions([&] { return plan_checked(p, backend, workspace, workspace_bytes, out); });
+}
+
+Status run(const Problem& p, const Plan& plan, void* stream) {
+  return without_exceptions([&] { return run_checked(p, plan, stream); });
 }
 
 bool cuda_available() {
