@@ -254,7 +254,7 @@ bool aligned_for_workspace(const void* ptr) {
 }  // namespace
 
 std::size_t workspace_size(const Problem& p) {
-  return workspace_layout(p.batch, p.s_q, target_items()).total_bytes;
+  return workspace_of(p, nullptr).layout.total_bytes;
 }
 
 Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
@@ -269,7 +269,7 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   for (int b = 0; b < p.batch; ++b) lengths[std::size_t(b)] = kv_length(p, b);
   WorkList wl = build_work_list(lengths, target_items(), kTile);
   set_kv_bases(wl.items, std::span<const std::int32_t>(p.kv_indptr, std::size_t(p.batch) + 1), 1);
-  if (int(wl.items.size()) > ws.layout.max_items || wl.num_partials > ws.layout.max_partials) {
+  if (!ws.layout.holds(int(wl.items.size()), wl.num_partials)) {
     return {StatusCode::invalid_argument, "internal: work list larger than the workspace layout allows"};
   }
   std::memcpy(ws.items(), wl.items.data(), wl.items.size() * sizeof(WorkItem));

@@ -46,6 +46,8 @@ struct WorkspaceLayout {
   std::size_t partial_scale_offset = 0;  // fp32 [max_partials · rows_per_partial]: value = fp16 · scale (partial.h)
   std::size_t partial_lse_offset = 0;    // fp32 [max_partials · rows_per_partial]
   std::size_t total_bytes = 0;
+  // Whether a work list of `num_items` items and `num_partials` partials fits (both plans check it).
+  bool holds(int num_items, int num_partials) const { return num_items <= max_items && num_partials <= max_partials; }
 };
 
 // `requests`: the work list's requests (cpu: batch; cuda: batch · s_q virtual requests);

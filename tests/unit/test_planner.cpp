@@ -258,6 +258,9 @@ TEST(Planner, WorkspaceLayoutBounds) {
         EXPECT_EQ(w.max_items, requests + std::max(target, 1));
         EXPECT_GE(w.max_partials, w.max_items);
         EXPECT_EQ(w.rows_per_partial, rows_per_item * kNumHeads);
+        EXPECT_TRUE(w.holds(w.max_items, w.max_partials));
+        EXPECT_FALSE(w.holds(w.max_items + 1, 0));
+        EXPECT_FALSE(w.holds(0, w.max_partials + 1));
         for (std::size_t off : {w.items_offset, w.splits_offset, w.partial_o_offset, w.partial_scale_offset,
                                 w.partial_lse_offset, w.total_bytes}) {
           EXPECT_EQ(off % 256, 0u);

@@ -126,7 +126,7 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
     return {StatusCode::workspace_too_small,
             "workspace of " + std::to_string(bytes) + " bytes, plan needs " + std::to_string(layout.total_bytes)};
   }
-  if (int(items.size()) > layout.max_items || wl.num_partials > layout.max_partials) {
+  if (!layout.holds(int(items.size()), wl.num_partials)) {
     return {StatusCode::invalid_argument, "internal: work list larger than the workspace layout allows"};
   }
   auto* base = static_cast<std::uint8_t*>(workspace);
