@@ -139,7 +139,11 @@ Status plan(const Problem& p, Backend backend, void* workspace, std::size_t work
 
 // Runs the decode. cuda: asynchronous on `stream` (a cudaStream_t, nullptr = default stream), no
 // allocation, no synchronization — capturable in a CUDA graph. cpu: synchronous, `stream` ignored.
-// Only host-checkable consistency with the plan is re-checked here.
+// Only host-checkable consistency with the plan is re-checked here. The plan's workspace serves one
+// call at a time (cuda: the work list is read and split partials are written there): runs sharing a
+// workspace must be ordered on the device, and a run still in flight must finish before plan()
+// refills its workspace (plan's copies go through the default stream, which does not wait for
+// non-blocking streams).
 Status run(const Problem& p, const Plan& plan, void* stream = nullptr);
 
 // True when a CUDA device of compute capability 9.0 is usable from this process.
