@@ -30,6 +30,12 @@ struct GpuResult {
   Plan plan;
 };
 
+// A batch whose rows the plan splits in exactly two pieces, merged in clusters of 2: about one
+// row per two decode slots (bf16: one CTA per SM; fp8, MXFP4: two).
+int two_piece_rows(KvFormat f) {
+  return f == KvFormat::bf16 ? 64 : 128;
+}
+
 // A case on the GPU with its workspace, ready to plan.
 struct GpuCase {
   std::unique_ptr<DeviceCase> dc;
@@ -149,13 +155,12 @@ TEST(GpuDecode, SplitRowsMergedInClustersAndByTheCombine) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
     const bool bf16 = f == KvFormat::bf16;
-    const int two_piece_rows = bf16 ? 64 : 128;  // one CTA per SM for bf16, two otherwise
     struct Split {
       int b, l;
       bool clustered;
       int pieces;  // on 132 SMs
     };
-    for (const Split& sp : {Split{two_piece_rows, 1000, true, 2}, Split{32, 1024, false, bf16 ? 4 : 8},
+    for (const Split& sp : {Split{two_piece_rows(f), 1000, true, 2}, Split{32, 1024, false, bf16 ? 4 : 8},
                             Split{4, 1024, false, 16}, Split{2, 700, false, 11}, Split{4, 4096, false, bf16 ? 32 : 64},
                             Split{2, 8192, false, bf16 ? 64 : 128}, Split{1, 16384, false, bf16 ? 128 : 256}}) {
       const auto [b, l, clustered, pieces] = sp;
@@ -369,14 +374,13 @@ TEST(GpuDecode, ClimbingLogitsMoveTheRunningMax) {
 TEST(GpuDecode, WithoutLse) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
-    const int two_piece_rows = f == KvFormat::bf16 ? 64 : 128;
-    for (int b : {8, 2, two_piece_rows}) {  // split rows by the combine (8, 2) and in clusters of 2
-      CaseSpec spec = CaseSpec::uniform(b, b == two_piece_rows ? 1000 : 3000, f);
+    for (int b : {8, 2, two_piece_rows(f)}) {  // split rows by the combine (8, 2) and in clusters of 2
+      CaseSpec spec = CaseSpec::uniform(b, b == two_piece_rows(f) ? 1000 : 3000, f);
       spec.dist = Distribution::peaked;
       Plan plan;
       ASSERT_NO_FATAL_FAILURE(expect_correct(spec, /*with_lse=*/false, &plan));
       EXPECT_GT(plan.num_split_requests, 0) << describe(plan);
-      EXPECT_EQ(plan.cluster_size, b == two_piece_rows ? 2 : 0) << describe(plan);
+      EXPECT_EQ(plan.cluster_size, b == two_piece_rows(f) ? 2 : 0) << describe(plan);
     }
   }
 }
@@ -432,8 +436,7 @@ TEST(GpuDecode, NanInAReadRowReachesItsRequestOnly) {
 TEST(GpuDecode, NanInQReachesASplitRow) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
-    const int two_piece_rows = f == KvFormat::bf16 ? 64 : 128;
-    for (int b : {2, two_piece_rows}) {  // rows split many times (combine) and in two (clusters)
+    for (int b : {2, two_piece_rows(f)}) {  // rows split many times (combine) and in two (clusters)
       CaseSpec spec = CaseSpec::uniform(b, b == 2 ? 8192 : 1000, f);
       HostInputs in = make_inputs(spec);
       in.q[7] = 0xFFFF;  // request 0, head 0, dim 7: NaN
@@ -466,7 +469,7 @@ TEST(GpuDecode, TwoRunsBitIdenticalAndGraphReplayMatches) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
     for (bool clustered : {false, true}) {
-      CaseSpec spec = clustered ? CaseSpec::uniform(f == KvFormat::bf16 ? 64 : 128, 128, f) : CaseSpec{};
+      CaseSpec spec = clustered ? CaseSpec::uniform(two_piece_rows(f), 128, f) : CaseSpec{};
       if (!clustered) spec.kv_lens = {8191, 1, 300, 4096, 65};
       spec.format = f;
       spec.dist = Distribution::peaked;
@@ -611,7 +614,7 @@ TEST(GpuSanitizer, SmallSuite) {
     spec.spare_rows = 64;
     expect_correct(spec);
     // Rows split in two: merged in clusters of 2 (distributed shared memory) under the sanitizers too.
-    CaseSpec pairs = CaseSpec::uniform(f == KvFormat::bf16 ? 64 : 128, 128, f);
+    CaseSpec pairs = CaseSpec::uniform(two_piece_rows(f), 128, f);
     pairs.seed = 77;
     pairs.dist = Distribution::peaked;
     GpuResult r;
