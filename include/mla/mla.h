@@ -120,6 +120,12 @@ struct Plan {
   // reads at most 4 × the L2 (faster there on the H200; slower above); a caller may change it before
   // run(). It changes only speed, never results.
   bool kv_evict_first = false;
+  // cuda, fp8: whole KV tiles are copied by the TMA (tensor-map copies) instead of by cp.async.
+  // plan() sets it when every work item streams at least 64 tiles of unpadded rows starting at even
+  // cache rows (faster there on the H200; slower for short items). A caller may change it before
+  // run(); tiles the TMA cannot take whole go by cp.async either way. It changes only speed, never
+  // results.
+  bool kv_tma = false;
   // cuda: the work list, also on the host (backend-private): run() passes short lists in the launch
   // parameters. Shared by copies of the plan; null for cpu.
   std::shared_ptr<const void> host_work_list;

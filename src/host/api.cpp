@@ -129,6 +129,7 @@ std::string describe(const Plan& plan) {
     const bool in_params = plan.host_work_list != nullptr && sm90::items_in_params(plan.num_work_items);
     os << " items_from=" << (in_params ? "params" : "workspace");
     os << " kv_l2=" << (plan.kv_evict_first ? "evict_first" : "normal");
+    if (plan.kv_format == KvFormat::fp8) os << " kv_copy=" << (plan.kv_tma ? "tma" : "cp.async");
   }
   return os.str();
 }

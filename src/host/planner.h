@@ -100,4 +100,14 @@ int walking_grid(std::span<const WorkItem> items, int slots, std::int64_t max_me
 // (perf-notes v94, session 17).
 bool kv_evict_first(std::int64_t kv_bytes, std::int64_t l2_bytes, int s_q);
 
+// Whether fp8's kernel copies whole tiles by TMA (Plan::kv_tma, perf-notes v113). A tensor-map copy
+// per tile takes the copy instructions off the kernel's chain but lands a CTA's first tile later:
+// −1.1 to −1.5 % where every CTA streams 128 tiles, a loss at items of 2–16 tiles (v110–v111). So:
+// only when every item holds at least kTmaMinTiles tiles of `tile_tokens`, and every tile that the
+// copy takes whole starts at an even cache row (the map is over row pairs): unpadded rows
+// (`rows_unpadded`) of a contiguous cache whose items start at even rows, or of pages of 64 rows
+// (`page_size`; pages of 1 or 16 rows go row by row). Items carry their kv_base (set_kv_bases).
+constexpr int kTmaMinTiles = 64;
+bool kv_tma(std::span<const WorkItem> items, int tile_tokens, bool rows_unpadded, int page_size);
+
 }  // namespace mla

@@ -329,6 +329,11 @@ TEST(Planner, DecodeVariantAndWorkListSourceFollowThePlan) {
   pl.kv_evict_first = true;
   d = describe(pl);
   EXPECT_NE(d.find("kv_l2=evict_first"), std::string::npos) << d;
+  EXPECT_EQ(d.find("kv_copy="), std::string::npos) << "bf16 has one copy path: " << d;
+  pl.kv_format = KvFormat::fp8;
+  EXPECT_NE(describe(pl).find("kv_copy=cp.async"), std::string::npos) << describe(pl);
+  pl.kv_tma = true;
+  EXPECT_NE(describe(pl).find("kv_copy=tma"), std::string::npos) << describe(pl);
 }
 
 // The KV's L2 policy: evict-first for calls of s_q = 1 that read at most 4 × the L2, inclusive.
@@ -342,6 +347,27 @@ TEST(Planner, KvEvictFirstUpToFourL2s) {
   EXPECT_FALSE(kv_evict_first(256LL * 8192 * 1152, kL2, 1));  // bf16 256 × 8192: 2.4 GB
   EXPECT_FALSE(kv_evict_first(1, kL2, 2));                    // s_q > 1: rows read by several q rows
   EXPECT_FALSE(kv_evict_first(1, 0, 1));                      // no L2 size known
+}
+
+// fp8's TMA copies: only when every item streams at least kTmaMinTiles tiles, of unpadded rows that
+// start at even cache rows (contiguous) or in pages of 64 rows.
+TEST(Planner, KvTmaOnlyForLongItemsOfEvenRows) {
+  constexpr int kTile = 64, kLong = kTmaMinTiles * kTile;
+  std::vector<WorkItem> items = {
+      {0, 0, kLong, -1, 0}, {1, 0, 2 * kLong, -1, kLong}, {2, kLong, 2 * kLong, 0, 3 * kLong}};
+  EXPECT_TRUE(kv_tma(items, kTile, true, 0));
+  EXPECT_TRUE(kv_tma(items, kTile, true, 64));
+  EXPECT_FALSE(kv_tma(items, kTile, false, 0)) << "padded rows";
+  EXPECT_FALSE(kv_tma(items, kTile, true, 16)) << "pages of 16 rows hold no whole tile";
+  EXPECT_FALSE(kv_tma(items, kTile, true, 1));
+  EXPECT_FALSE(kv_tma({}, kTile, true, 0));
+  items[1].kv_base = kLong + 1;  // an odd first row: its tiles would go row by row
+  EXPECT_FALSE(kv_tma(items, kTile, true, 0));
+  EXPECT_TRUE(kv_tma(items, kTile, true, 64)) << "paged: tiles start at page boundaries, kv_base is not a row";
+  items[1].kv_base = kLong;
+  items[2].kv_end -= 1;  // one item a token short of kTmaMinTiles tiles
+  EXPECT_FALSE(kv_tma(items, kTile, true, 0));
+  EXPECT_FALSE(kv_tma(items, kTile, true, 64));
 }
 
 }  // namespace

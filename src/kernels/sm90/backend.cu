@@ -3,9 +3,13 @@
 // asynchronous launches at most, no allocation, no synchronization: graph-capturable). Split rows
 // are merged in thread-block clusters when every cluster fits at once (one launch), else by the
 // combine kernel.
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +18,7 @@
 #include "host/planner.h"
 #include "host/problem_access.h"
 #include "host/validate.h"
+#include "kernels/sm90/fp8_stage.h"
 #include "kernels/sm90/launch.h"
 
 namespace mla::cuda {
@@ -53,6 +58,44 @@ int page_shift(int page_size) {
     default:
       return 0;
   }
+}
+
+// fp8's pair map (DecodeParams::kv_pairs): the cache of unpadded 576-byte rows as [rows / 2 × 1152]
+// bytes, boxes of 32 pairs × 128 bytes, 128-byte swizzle (fp8_stage.h, namespace pairs).
+// cuTensorMapEncodeTiled is a driver function: its address comes from the runtime once per process.
+// Host work only (no device call), so run() stays asynchronous and capturable.
+Status encode_fp8_pairs(const Problem& p, sm90::TensorMap* map) {
+  static_assert(sizeof(CUtensorMap) == sizeof(sm90::TensorMap) && alignof(sm90::TensorMap) >= alignof(CUtensorMap),
+                "TensorMap holds a CUtensorMap");
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();  // not sticky: clear it
+      fn = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  if (encode == nullptr) return {StatusCode::cuda_error, "cuTensorMapEncodeTiled is not available from the driver"};
+  namespace fs = sm90::fp8_stage::pairs;
+  static_assert(sm90::fp8_stage::kRowBytes == kHeadDim, "fp8 rows are kHeadDim bytes");
+  const fs::PairMapShape shape = fs::pair_map_shape(p.kv.rows);
+  // Three dimensions, so that one copy takes the tile: (byte of a box, pair, box), the boxes 128 bytes
+  // apart within a pair. A box {128, 32, 9} lands box-major: the pairs layout.
+  const cuuint64_t dims[3] = {shape.box_bytes, shape.pairs, cuuint64_t(fs::kBoxes)};
+  const cuuint64_t strides[2] = {shape.pair_stride_bytes, shape.box_bytes};
+  const cuuint32_t box[3] = {shape.box_bytes, shape.box_pairs, std::uint32_t(fs::kBoxes)};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  CUtensorMap m;
+  const CUresult r = encode(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(p.kv.data), dims, strides, box,
+                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    return {StatusCode::cuda_error, "cuTensorMapEncodeTiled failed for the fp8 cache: error " + std::to_string(int(r))};
+  }
+  std::memcpy(map, &m, sizeof(m));
+  return Status::success();
 }
 
 // The layout plan() fills and run() reads: sized for the most resident decode CTAs per SM of
@@ -153,6 +196,8 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   pl.device_sms = sms;
   pl.cluster_size = cluster;
   pl.kv_evict_first = kv_evict_first(pl.total_kv * kv_row_bytes(p.kv.format), l2_bytes, p.s_q);
+  pl.kv_tma = p.kv.format == KvFormat::fp8 && kv_tma(items, sm90::decode_tile_tokens(p.kv.format),
+                                                     p.kv.row_stride_bytes == kHeadDim, p.paging.page_size);
   pl.host_work_list = std::make_shared<const std::vector<WorkItem>>(std::move(items));
   *out = pl;
   return Status::success();
@@ -178,6 +223,15 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   d.ctas = plan.grid;
   d.max_item_tokens = plan.tokens_per_split;
   d.kv_evict_first = plan.kv_evict_first;
+  // fp8 with unpadded rows: whole tiles from even rows by TMA when the plan says so (any other tile
+  // goes by cp.async in that kernel too).
+  // (The map's pair coordinate is a 32-bit int.)
+  d.kv_tma = plan.kv_tma && p.kv.format == KvFormat::fp8 && p.kv.row_stride_bytes == kHeadDim && p.kv.rows >= 2 &&
+             p.kv.rows / 2 <= std::numeric_limits<std::int32_t>::max();
+  if (d.kv_tma) {
+    const Status s = encode_fp8_pairs(p, &d.kv_pairs);
+    if (!s.ok()) return s;
+  }
   const auto* host_items = static_cast<const std::vector<WorkItem>*>(plan.host_work_list.get());
   if (host_items != nullptr && sm90::items_in_params(plan.num_work_items) &&
       host_items->size() == std::size_t(plan.num_work_items)) {

@@ -526,7 +526,7 @@ constexpr Variant kVariants[] = {Variant::general, Variant::walking, Variant::on
 
 // The kernel of `format` for variant v (fp8 and MXFP4 never walk: their general kernel) and the KV's
 // L2 policy.
-DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false) {
+DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, bool tma = false) {
   switch (format) {
     case KvFormat::bf16:
       switch (v) {
@@ -539,7 +539,7 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false) {
       }
       return bf16_kernel_info<false>(evict_first);
     case KvFormat::fp8:
-      return decode_fp8_kernel_info(v == Variant::one_tile, evict_first);
+      return decode_fp8_kernel_info(v == Variant::one_tile, evict_first, tma);
     case KvFormat::mxfp4:
       return decode_mxfp4_kernel_info(v == Variant::one_tile, evict_first);
   }
@@ -586,8 +586,10 @@ bool decode_partials_f16(KvFormat format) {
 cudaError_t prepare_decode(KvFormat format) {
   for (Variant v : kVariants) {
     for (bool evict_first : {false, true}) {  // fp8, MXFP4: walking = general
-      const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first));
-      if (e != cudaSuccess) return e;
+      for (bool tma : {false, true}) {        // fp8's general kernel only
+        const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first, tma));
+        if (e != cudaSuccess) return e;
+      }
     }
   }
   return cudaSuccess;
@@ -598,7 +600,7 @@ int decode_max_active_clusters(KvFormat format, int n) {
 
 cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream) {
   const Variant v = decode_variant(p.ctas, p.num_items, p.max_item_tokens);
-  return launch_decode_kernel(kernel_info(format, v, p.kv_evict_first), p, stream);
+  return launch_decode_kernel(kernel_info(format, v, p.kv_evict_first, p.kv_tma), p, stream);
 }
 
 }  // namespace mla::sm90

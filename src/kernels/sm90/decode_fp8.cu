@@ -4,7 +4,8 @@
 // (128 threads), two CTAs per SM. Tiles of 64 tokens copied as stored by cp.async (whole 128-byte
 // lines for dense tiles, else row by row) into unpadded rows with 16-byte chunks XOR-swizzled
 // (fp8_stage.h: conflict-free copies and ldmatrix); 2 stages on mbarriers; the next tile's copies go
-// out among the S batches.
+// out among the S batches. The TMA kernel (kTma, plans of long items: Plan::kv_tma) instead copies a
+// whole tile from an even row by one tensor-map copy of thread 0, into fp8_stage.h's `pairs` layout.
 // Warp w owns tokens 16w..16w+15 of a tile (its 16 rows of every wgmma M = 64), and copies them when
 // the tile goes row by row (a dense tile is copied in 16-byte pieces tid + 128k across the tile).
 //
@@ -66,8 +67,14 @@ struct Smem {
   float logit_scale[kNumHeads];                                    // per head (× 2^-e)
   std::uint64_t full[T::kStages];                                  // stage s holds tile t (t ≡ s): phase t / kStages
 };
-static_assert(Traits::kCtasPerSm * (sizeof(Smem) + 1024) <= 228 * 1024,
+// The TMA kernel asks for kSwizzleAlign more and aligns the stages to it (the 128-byte swizzle
+// follows address bits 7..9).
+template <bool kTma>
+constexpr std::size_t kSmemBytes = sizeof(Smem) + (kTma ? fp8_stage::pairs::kSwizzleAlign : 0);
+static_assert(Traits::kCtasPerSm * (kSmemBytes<true> + 1024) <= 228 * 1024,
               "fp8: kCtasPerSm CTAs must fit one SM's shared memory");
+static_assert(offsetof(Smem, kv) == 0 && sizeof(Smem::kv[0]) % fp8_stage::pairs::kSwizzleAlign == 0,
+              "aligning the Smem aligns every stage");
 static_assert(sizeof(Smem::kv[0]) >= sizeof(ClusterExchange), "cluster mode: the exchange fits stage 0");
 static_assert(Traits::kCtasPerSm <= kMaxDecodeCtasPerSm, "the workspace is sized for kMaxDecodeCtasPerSm CTAs per SM");
 
@@ -112,8 +119,12 @@ __device__ __forceinline__ SplitE4m3x2 split_e4m3x2(float a, float b) {
 
 // ── copies ──────────────────────────────────────────────────────────────────────────────────────
 // A stage holds the tile's rows unpadded and swizzled: fp8_stage.h (kv_offset and the offsets the
-// copies and ldmatrix use, checked by tests/unit/test_fp8_stage.cpp).
-using fp8_stage::kv_offset;
+// copies and ldmatrix use, checked by tests/unit/test_fp8_stage.cpp; the TMA kernel's in namespace
+// pairs).
+template <bool kTma>
+__device__ __forceinline__ int kv_offset(int r, int c) {
+  return kTma ? fp8_stage::pairs::kv_offset(r, c) : fp8_stage::kv_offset(r, c);
+}
 static_assert(fp8_stage::kRowBytes == Traits::kRowBytes && fp8_stage::kRows == kTile,
               "fp8_stage.h describes this tile");
 
@@ -126,29 +137,44 @@ static_assert(fp8_stage::kRowBytes == Traits::kRowBytes && fp8_stage::kRows == k
 // * any other tile row by row: warp w copies rows 16w..16w+15, four at a time, lanes 8i..8i+7 take
 //   128 bytes of one row per request; rows past `end` are zero-filled (they point at token t0,
 //   which exists, and copy 0 bytes).
+// The TMA kernel (kTma) takes a dense tile from an even row by one tensor-map copy instead: thread 0
+// announces 36,864 bytes and copies the tile's 32 row pairs as 9 boxes of 32 pairs × 128 bytes (a
+// dense tile from an odd row goes row by row).
 // tile_source resolves the thread's sources (paged: its page-table loads go out here, well before
 // the copies need them); copy_tile<part> issues a third of them (parts 0, 1, 2), the last part
-// arrives. Dense copies go under the evict-first policy when the call asks for it
+// arrives. Dense and TMA copies go under the evict-first policy when the call asks for it
 // (DecodeParams::kv_evict_first); row-by-row copies never do: with a policy, ptxas 13.0 encodes them
-// as illegal instructions (primitives.h).
+// as illegal instructions (primitives.h). The TMA kernel has no dense cp.async: next to the TMA code
+// ptxas mis-encoded their policy (perf-notes v110c).
 struct TileSource {
   const std::uint8_t* src[4];  // dense: src[0] = this thread's first piece (tile byte 16·tid); else this lane's rows
   unsigned valid;              // rows: bit i = row i holds a token (< end)
   bool dense;
+  int pair;  // kTma: the tile's first row pair in DecodeParams::kv_pairs when it goes by TMA, else −1
 };
 constexpr int kDensePieces = kTile * Traits::kRowBytes / 16 / kThreads;  // 18 per thread
 static_assert(kTile * Traits::kRowBytes % (16 * kThreads) == 0 && kDensePieces % 3 == 0,
               "whole 16-byte pieces per thread, in three parts");
+template <bool kTma>
 __device__ __forceinline__ TileSource tile_source(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
   TileSource ts{};
+  ts.pair = -1;
   if (p.kv_row_stride == Traits::kRowBytes && t0 + kTile <= end && (rows.contiguous() || p.page_shift >= 6)) {
     // Pages of ≥ 64 rows: the tile is in one page, since tiles start at multiples of 64 (work items
     // are cut on tile boundaries: Planner.CoversEveryTokenOnce).
-    // The thread's 16·tid is added here, once: piece k is then src[0] plus the constant 2048k, which
-    // the copies take as immediates (perf-notes v99: no 64-bit address arithmetic per piece).
-    ts.src[0] = p.kv + rows(t0) * Traits::kRowBytes + 16 * int(threadIdx.x);
-    ts.dense = true;
-    return ts;
+    const std::int64_t row = rows(t0);
+    if constexpr (kTma) {
+      if ((row & 1) == 0) {
+        ts.pair = int(row >> 1);  // < 2^31: the cache's rows fit int64 bytes / 576
+        return ts;
+      }
+    } else {
+      // The thread's 16·tid is added here, once: piece k is then src[0] plus the constant 2048k, which
+      // the copies take as immediates (perf-notes v99: no 64-bit address arithmetic per piece).
+      ts.src[0] = p.kv + row * Traits::kRowBytes + 16 * int(threadIdx.x);
+      ts.dense = true;
+      return ts;
+    }
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n0 = t0 + 16 * warp + lane / 8;  // row i: token n0 + 4i
@@ -160,10 +186,24 @@ __device__ __forceinline__ TileSource tile_source(const DecodeParams& p, const K
   }
   return ts;
 }
-template <int kPart, bool kEvictFirst>
-__device__ __forceinline__ void copy_tile(Smem& sm, int s, const TileSource& ts) {
+template <int kPart, bool kEvictFirst, bool kTma>
+__device__ __forceinline__ void copy_tile(Smem& sm, const DecodeParams& p, int s, const TileSource& ts) {
   std::uint8_t* stage = sm.kv[s];
-  if (ts.dense) {
+  if (kTma && ts.pair >= 0) {
+    if (threadIdx.x == 0) {
+      if (kPart == 0) {
+        // The stage's last reads (ldmatrix, generic proxy) are ordered before the copy (async proxy)
+        // by the CTA barrier every thread passed since, and this fence.
+        fence_proxy_async();
+        mbar_arrive_expect_tx(&sm.full[s], fp8_stage::kBytes);
+        tma_load_3d<kEvictFirst>(stage, &p.kv_pairs, 0, ts.pair, 0, &sm.full[s]);  // all 9 boxes
+      }
+    } else if (kPart == 2) {
+      mbar_arrive(&sm.full[s]);
+    }
+    return;
+  }
+  if (!kTma && ts.dense) {
     constexpr int k0 = kPart * kDensePieces / 3, k1 = (kPart + 1) * kDensePieces / 3;
 #pragma unroll
     for (int k = k0; k < k1; ++k) {
@@ -180,7 +220,7 @@ __device__ __forceinline__ void copy_tile(Smem& sm, int s, const TileSource& ts)
 #pragma unroll
       for (int q = 0; q < (kChunks + 7) / 8; ++q) {
         const int c = lane % 8 + 8 * q;
-        if (c < kChunks) cp_async16(stage + kv_offset(r, c), ts.src[i] + 128 * q, bytes);  // no policy: see above
+        if (c < kChunks) cp_async16(stage + kv_offset<kTma>(r, c), ts.src[i] + 128 * q, bytes);  // no policy: see above
       }
     }
   }
@@ -236,17 +276,31 @@ __device__ __forceinline__ void store_q(Smem& sm, const DecodeParams& p, const Q
 struct KRaw {
   std::uint32_t r[Traits::kBatch / 2][4];
 };
+template <bool kTma>
 __device__ __forceinline__ KRaw k_raw(const Smem& sm, int stage, int k0) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  // Row 16w + lane % 8 + 8·((lane / 8) % 2), chunks k + lane / 16: two offsets per thread (k & 2).
-  const std::uint8_t* row = sm.kv[stage] + (16 * warp + lane % 8 + 8 * ((lane / 8) % 2)) * Traits::kRowBytes;
-  const std::uint8_t* row0 = row + fp8_stage::k_chunk_offset(lane, 0);
-  const std::uint8_t* row2 = row + fp8_stage::k_chunk_offset(lane, 2);
   KRaw x;
+  if constexpr (kTma) {
+    // Row k_row, chunks k + lane / 16: offset 4096·(k / 8) + k_base(k % 8), four bases per thread.
+    namespace fs = fp8_stage::pairs;
+    const std::uint8_t* base[4];
 #pragma unroll
-  for (int jj = 0; jj < Traits::kBatch / 2; ++jj) {
-    const int k = k0 + 2 * jj;                                      // k16 steps k, k + 1: chunks k, k + 1
-    ldmatrix_x4(x.r[jj], ((k & 2) ? row2 : row0) + 16 * (k & ~3));  // = row + k_chunk_offset(lane, k)
+    for (int j = 0; j < 4; ++j) base[j] = sm.kv[stage] + fs::k_base(lane, warp, 2 * j);
+#pragma unroll
+    for (int jj = 0; jj < Traits::kBatch / 2; ++jj) {
+      const int k = k0 + 2 * jj;                                           // k16 steps k, k + 1: chunks k, k + 1
+      ldmatrix_x4(x.r[jj], base[(k % 8) / 2] + fs::kBoxStride * (k / 8));  // = k_offset(lane, warp, k)
+    }
+  } else {
+    // Row 16w + lane % 8 + 8·((lane / 8) % 2), chunks k + lane / 16: two offsets per thread (k & 2).
+    const std::uint8_t* row = sm.kv[stage] + (16 * warp + lane % 8 + 8 * ((lane / 8) % 2)) * Traits::kRowBytes;
+    const std::uint8_t* row0 = row + fp8_stage::k_chunk_offset(lane, 0);
+    const std::uint8_t* row2 = row + fp8_stage::k_chunk_offset(lane, 2);
+#pragma unroll
+    for (int jj = 0; jj < Traits::kBatch / 2; ++jj) {
+      const int k = k0 + 2 * jj;                                      // k16 steps k, k + 1: chunks k, k + 1
+      ldmatrix_x4(x.r[jj], ((k & 2) ? row2 : row0) + 16 * (k & ~3));  // = row + k_chunk_offset(lane, k)
+    }
   }
   return x;
 }
@@ -272,14 +326,29 @@ __device__ __forceinline__ int v_row_dim(int mt, int warp, int g) {
 struct VRaw {
   std::uint32_t r[2][Traits::kPvSteps][4];  // matrix i: tokens 32ks + 8i + [0, 8) × the 16 dims (one core matrix)
 };
+template <bool kTma>
 __device__ __forceinline__ VRaw v_raw(const Smem& sm, int stage, int grp) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   VRaw x;
+  if constexpr (kTma) {
+    // v_offset(lane, warp, ks, mt) = 4096·(mt / 2) + 2048·ks + v_base(mt % 2): two bases per thread.
+    namespace fs = fp8_stage::pairs;
+    const std::uint8_t* base[2] = {sm.kv[stage] + fs::v_base(lane, warp, 0), sm.kv[stage] + fs::v_base(lane, warp, 1)};
 #pragma unroll
-  for (int m = 0; m < 2; ++m) {
+    for (int m = 0; m < 2; ++m) {
 #pragma unroll
-    for (int ks = 0; ks < Traits::kPvSteps; ++ks) {
-      ldmatrix_x4_trans(x.r[m][ks], sm.kv[stage] + fp8_stage::v_offset(lane, warp, ks, 2 * grp + m));
+      for (int ks = 0; ks < Traits::kPvSteps; ++ks) {
+        const int mt = 2 * grp + m;
+        ldmatrix_x4_trans(x.r[m][ks], base[mt % 2] + fs::kBoxStride * (mt / 2) + fs::kVStepBytes * ks);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+#pragma unroll
+      for (int ks = 0; ks < Traits::kPvSteps; ++ks) {
+        ldmatrix_x4_trans(x.r[m][ks], sm.kv[stage] + fp8_stage::v_offset(lane, warp, ks, 2 * grp + m));
+      }
     }
   }
   return x;
@@ -304,21 +373,25 @@ __device__ __forceinline__ void v_permute(const VRaw& x, std::uint32_t (&a)[2][T
     for (int ks = 0; ks < Traits::kPvSteps; ++ks) fence_regs(a[m][ks]);
   }
 }
+template <bool kTma>
 __device__ __forceinline__ void v_fragments(const Smem& sm, int stage, int grp,
                                             std::uint32_t (&a)[2][Traits::kPvSteps][4]) {
-  v_permute(v_raw(sm, stage, grp), a);
+  v_permute(v_raw<kTma>(sm, stage, grp), a);
 }
 
 // ── the kernel ──────────────────────────────────────────────────────────────────────────────────
 // kShort: every item has at most one tile (launch_decode checks DecodeParams::max_item_tokens): the
 // prologue's copy is the only one, and the tile loop holds no copy code (perf-notes v76).
+// kTma: whole tiles by TMA into the pairs layout (Plan::kv_tma: launched only with DecodeParams::kv_pairs).
 static_assert(kShortItemTokens == (Traits::kStages - 1) * kTile, "short items: the tiles the prologue copies");
-template <bool kShort, bool kEvictFirst>
+template <bool kShort, bool kEvictFirst, bool kTma>
 __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     decode_fp8_kernel(const __grid_constant__ DecodeParams p) {
+  static_assert(!(kShort && kTma), "the one-tile kernel copies its tile by cp.async");
   using T = Traits;
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+  const std::uint32_t align = kTma ? -smem_addr(smem_raw) & (fp8_stage::pairs::kSwizzleAlign - 1) : 0;
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw + align);
   launch_dependents();  // the combine grid's launch latency hides behind this kernel
 
   const WorkItem item = work_item(p, int(blockIdx.x));
@@ -334,10 +407,10 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
     if (s < num_tiles) {
-      const TileSource ts = tile_source(p, rows, item.kv_begin + s * kTile, item.kv_end);
-      copy_tile<0, kEvictFirst>(sm, s, ts);
-      copy_tile<1, kEvictFirst>(sm, s, ts);
-      copy_tile<2, kEvictFirst>(sm, s, ts);
+      const TileSource ts = tile_source<kTma>(p, rows, item.kv_begin + s * kTile, item.kv_end);
+      copy_tile<0, kEvictFirst, kTma>(sm, p, s, ts);
+      copy_tile<1, kEvictFirst, kTma>(sm, p, s, ts);
+      copy_tile<2, kEvictFirst, kTma>(sm, p, s, ts);
     }
   }
   store_q(sm, p, q_regs);  // Q's loads have been in flight since the start
@@ -372,7 +445,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     const int next = t + T::kStages - 1;
     const bool load_next = !kShort && next < num_tiles;
     TileSource next_src{};  // resolved now, copied among the S batches
-    if (load_next) next_src = tile_source(p, rows, item.kv_begin + next * kTile, item.kv_end);
+    if (load_next) next_src = tile_source<kTma>(p, rows, item.kv_begin + next * kTile, item.kv_end);
 
     // Sᵀ (tokens × heads) = K · Qᵀ: K in registers, batches of kBatch k16 steps, two batches in
     // flight (a batch's registers are reused once the batch before it retired). Four accumulator
@@ -384,11 +457,11 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     static_assert(T::kBatch >= 2, "each batch starts two of the four chains");
     static_assert(kSteps % T::kBatch == 0 && kBatches == 6,
                   "whole register batches; every other one carries a third of the next tile's copies");
-    KRaw raw = k_raw(sm, stage, 0);
+    KRaw raw = k_raw<kTma>(sm, stage, 0);
 #pragma unroll
     for (int bt = 0; bt < kBatches; ++bt) {
       KRaw raw_next{};  // the next batch's ldmatrix results, in flight across the wait
-      if (bt + 1 < kBatches) raw_next = k_raw(sm, stage, (bt + 1) * T::kBatch);
+      if (bt + 1 < kBatches) raw_next = k_raw<kTma>(sm, stage, (bt + 1) * T::kBatch);
       if (bt >= 2) wgmma_wait<1>();  // batch bt − 2 retired: its registers are free
       k_convert(raw, ka[bt % 2]);
       fence_regs(sacc[2 * (bt % 2)]);
@@ -410,9 +483,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       // the top of the iteration measured 7 % slower at 256×8192; issued later, after the P
       // barrier, they arrive late: +10 %, perf-notes v54).
       if (load_next) {
-        if (bt == 0) copy_tile<0, kEvictFirst>(sm, next % T::kStages, next_src);
-        if (bt == 2) copy_tile<1, kEvictFirst>(sm, next % T::kStages, next_src);
-        if (bt == 4) copy_tile<2, kEvictFirst>(sm, next % T::kStages, next_src);
+        if (bt == 0) copy_tile<0, kEvictFirst, kTma>(sm, p, next % T::kStages, next_src);
+        if (bt == 2) copy_tile<1, kEvictFirst, kTma>(sm, p, next % T::kStages, next_src);
+        if (bt == 4) copy_tile<2, kEvictFirst, kTma>(sm, p, next % T::kStages, next_src);
       }
     }
     wgmma_wait<0>();
@@ -430,8 +503,8 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     // out under the softmax's shuffle and barrier latency, while the K registers are free.
     constexpr int kGroupTiles = 2, kGroups = kMTiles / kGroupTiles;  // v_fragments fills two m-tiles
     std::uint32_t va[2][kGroupTiles][T::kPvSteps][4];
-    v_fragments(sm, stage, 0, va[0]);
-    v_fragments(sm, stage, 1, va[1]);
+    v_fragments<kTma>(sm, stage, 0, va[0]);
+    v_fragments<kTma>(sm, stage, 1, va[1]);
 
     // Online softmax. s[j0] / s[j0 + 2]: tokens g / g+8 of the warp, head column i (acc_head).
     const int u0 = 16 * warp + g;  // tile tokens u0 and u0 + 8
@@ -478,9 +551,9 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     };
 #pragma unroll
     for (int grp = 0; grp < kGroups; ++grp) {
-      if (grp >= 2) {                            // groups 0, 1: during the softmax
-        const VRaw raw = v_raw(sm, stage, grp);  // in flight across the wait
-        wgmma_wait<1>();                         // group grp − 2 retired: its registers are free
+      if (grp >= 2) {                                  // groups 0, 1: during the softmax
+        const VRaw raw = v_raw<kTma>(sm, stage, grp);  // in flight across the wait
+        wgmma_wait<1>();                               // group grp − 2 retired: its registers are free
         retire(grp - 2);
         v_permute(raw, va[grp % 2]);
       }
@@ -515,10 +588,15 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 
 }  // namespace
 
-DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first) {
-  void (*const entry[2][2])(DecodeParams) = {{decode_fp8_kernel<false, false>, decode_fp8_kernel<false, true>},
-                                             {decode_fp8_kernel<true, false>, decode_fp8_kernel<true, true>}};
-  return {entry[short_items][evict_first], kThreads, sizeof(Smem), Traits::kCtasPerSm, kPartialsF16};
+DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first, bool tma) {
+  if (tma && !short_items) {
+    return {evict_first ? decode_fp8_kernel<false, true, true> : decode_fp8_kernel<false, false, true>, kThreads,
+            kSmemBytes<true>, Traits::kCtasPerSm, kPartialsF16};
+  }
+  void (*const entry[2][2])(DecodeParams) = {
+      {decode_fp8_kernel<false, false, false>, decode_fp8_kernel<false, true, false>},
+      {decode_fp8_kernel<true, false, false>, decode_fp8_kernel<true, true, false>}};
+  return {entry[short_items][evict_first], kThreads, kSmemBytes<false>, Traits::kCtasPerSm, kPartialsF16};
 }
 
 }  // namespace mla::sm90

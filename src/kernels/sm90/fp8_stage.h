@@ -7,7 +7,12 @@
 // whole-line copy by 8 lanes hits 8 distinct bank groups), and the 8 rows of an ldmatrix matrix at
 // one chunk land in 8 distinct bank groups (rows 2m and 2m + 1 are 36 chunks ≡ 4 groups apart; the
 // row pairs' f differ).
+//
+// The kernel for long items (whole tiles by TMA, perf-notes v113) takes the layout of namespace
+// `pairs` below instead, which a tensor-map copy can write.
 #pragma once
+
+#include <cstdint>
 
 #include "kernels/common/host_device.h"
 
@@ -42,4 +47,73 @@ MLA_HD constexpr int v_offset(int lane, int warp, int ks, int mt) {
   return (32 * ks + lane) * kRowBytes + 64 * mt + 16 * (warp ^ ((lane >> 1) & 3));
 }
 
+// The layout of the TMA kernel: the tile as 32 row pairs of 1,152 bytes (9 whole 128-byte lines when
+// the pair starts at an even row), cut into 9 boxes of 128 bytes per pair: box b holds bytes
+// 128b .. 128b + 127 of every pair, 32 pairs × 128 bytes = 4 KB, its 16-byte chunks XOR-swizzled by
+// the pair's index mod 8 — exactly what one 3-D tensor-map copy with the 128-byte swizzle writes for
+// boxes of 32 pairs × 128 bytes at a 1,024-byte aligned address. Chunk c of row r (r = 2P + h) is
+// byte 576h + 16c of pair P, so it sits at
+//   kv_offset(r, c) = 4096·(x / 8) + 128·P + 16·((x % 8) ^ (P % 8)),  x = 36h + c.
+// The 8 rows of an ldmatrix matrix (rows r0 .. r0 + 7, r0 a multiple of 8, one chunk) hit 8 distinct
+// bank groups (4 pairs of consecutive P; the two rows of a pair 4 chunks apart), and so do the 8
+// lanes of a row copy (one row, 8 consecutive chunks).
+namespace pairs {
+
+constexpr int kPairBytes = 2 * kRowBytes;       // 1152: 9 lines
+constexpr int kPairs = kRows / 2;               // 32
+constexpr int kBoxBytes = 128;                  // a box's width: the 128-byte swizzle's span
+constexpr int kBoxes = kPairBytes / kBoxBytes;  // 9
+constexpr int kBoxStride = kPairs * kBoxBytes;  // 4096 bytes per box
+constexpr int kSwizzleAlign = 1024;             // the 128-byte swizzle's pattern repeats every 1,024 bytes
+static_assert(kPairBytes % kBoxBytes == 0, "whole boxes per pair");
+static_assert(kBoxes * kBoxStride == kBytes, "the boxes are the tile, no padding");
+
+// The pair map's geometry (backend.cu encodes it; DecodeParams::kv_pairs): the cache of unpadded
+// rows as [rows / 2 × 1152] bytes, pair y starting at row 2y's first byte; one box is a tile's
+// 32 pairs × 128 bytes.
+struct PairMapShape {
+  std::uint64_t pair_bytes;         // the inner dimension, bytes
+  std::uint64_t pairs;              // the outer dimension
+  std::uint64_t pair_stride_bytes;  // bytes from pair y to pair y + 1
+  std::uint32_t box_bytes, box_pairs;
+};
+MLA_HD constexpr PairMapShape pair_map_shape(std::int64_t rows) {
+  return {std::uint64_t(kPairBytes), std::uint64_t(rows / 2), std::uint64_t(kPairBytes), std::uint32_t(kBoxBytes),
+          std::uint32_t(kPairs)};
+}
+
+// Byte offset of 16-byte chunk c of tile row r.
+MLA_HD constexpr int kv_offset(int r, int c) {
+  const int p = r >> 1, x = 36 * (r & 1) + c;
+  return kBoxStride * (x >> 3) + kBoxBytes * p + 16 * ((x & 7) ^ (p & 7));
+}
+// Where the TMA's 128-byte swizzle puts byte `byte` of pair p (box byte / 128, line p of the box,
+// 16-byte chunk XOR the line's index mod 8): kv_offset must agree with it (the unit tests).
+MLA_HD constexpr int tma_offset(int p, int byte) {
+  return kBoxStride * (byte / kBoxBytes) + kBoxBytes * p + 16 * (((byte % kBoxBytes) / 16) ^ (p & 7)) + byte % 16;
+}
+// ldmatrix of the K fragments (S): lane's row 16w + lane % 8 + 8·((lane / 8) % 2), chunk k + lane / 16
+// for an even k. Its offset is 4096·(k / 8) (a constant of the unrolled step) plus k_base(lane, k % 8):
+// four values per thread, one per even k % 8.
+MLA_HD constexpr int k_row(int lane, int warp) {
+  return 16 * warp + lane % 8 + 8 * ((lane / 8) % 2);
+}
+MLA_HD constexpr int k_base(int lane, int warp, int k7) {
+  return kv_offset(k_row(lane, warp), k7 + lane / 16);
+}
+MLA_HD constexpr int k_offset(int lane, int warp, int k) {
+  return kBoxStride * (k / 8) + k_base(lane, warp, k % 8);
+}
+// ldmatrix.trans of the V fragments (P·V): row 32ks + lane, chunk 4mt + w. Its offset is
+// 4096·(mt / 2) + 2048·ks (constants of the unrolled loops) plus v_base(lane, warp, mt % 2): two
+// values per thread.
+MLA_HD constexpr int v_base(int lane, int warp, int mt2) {
+  return kv_offset(lane, 4 * mt2 + warp);
+}
+constexpr int kVStepBytes = 16 * kBoxBytes;  // a P·V k step's 32 rows: 16 pairs further in every box
+MLA_HD constexpr int v_offset(int lane, int warp, int ks, int mt) {
+  return kBoxStride * (mt / 2) + kVStepBytes * ks + v_base(lane, warp, mt % 2);
+}
+
+}  // namespace pairs
 }  // namespace mla::sm90::fp8_stage

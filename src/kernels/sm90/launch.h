@@ -37,8 +37,9 @@ struct DecodeKernel {
   bool partials_f16;            // split partials: fp16 · scale (kernels/common/partial.h), else fp32
 };
 // fp8's and MXFP4's kernels: general, or for one-tile items (decode_params.h, decode_variant); with
-// the KV read under the L2 evict-first policy or without one (DecodeParams::kv_evict_first).
-DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first);
+// the KV read under the L2 evict-first policy or without one (DecodeParams::kv_evict_first); fp8's
+// general kernel also with whole tiles by TMA (`tma`: DecodeParams::kv_tma; ignored for short items).
+DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first, bool tma);
 DecodeKernel decode_mxfp4_kernel_info(bool short_items, bool evict_first);
 
 // `max_partials`: most partials of one row (sizes the CTA: more partial groups for long splits);

@@ -93,6 +93,33 @@ __device__ __forceinline__ void mbar_init_fence() {
 __device__ __forceinline__ void cp_async_arrive(std::uint64_t* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
+// One 3-D tensor-map copy (TMA) global → shared: the box at element coordinates (x, y, z) of `map` (a
+// __grid_constant__ parameter) to `dst`, counted on `bar` as transaction bytes; under the KV's L2
+// policy when kEvictFirst.
+template <bool kEvictFirst>
+__device__ __forceinline__ void tma_load_3d(void* dst, const void* map, int x, int y, int z, std::uint64_t* bar) {
+  const auto m = reinterpret_cast<std::uint64_t>(map);
+  if constexpr (kEvictFirst) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+        " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(smem_addr(dst)),
+        "l"(m), "r"(x), "r"(y), "r"(z), "r"(smem_addr(bar)), "l"(kv_evict_first_policy())
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(smem_addr(dst)),
+        "l"(m), "r"(x), "r"(y), "r"(z), "r"(smem_addr(bar))
+        : "memory");
+  }
+}
+// This thread's arrival, announcing `bytes` of transactions (bulk copies) the phase also waits for.
+__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
 // Waits until the phase of parity `parity` (0 for the first phase, 1 for the second, …) completed.
 // The caller must know the barrier is no more than one phase ahead of it.
 __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t parity) {
