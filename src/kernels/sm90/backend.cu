@@ -228,9 +228,8 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   // (The map's pair coordinate is a 32-bit int.)
   d.kv_tma = plan.kv_tma && p.kv.format == KvFormat::fp8 && p.kv.row_stride_bytes == kHeadDim && p.kv.rows >= 2 &&
              p.kv.rows / 2 <= std::numeric_limits<std::int32_t>::max();
-  sm90::TensorMap kv_pairs{};
   if (d.kv_tma) {
-    const Status s = encode_fp8_pairs(p, &kv_pairs);
+    const Status s = encode_fp8_pairs(p, &d.kv_pairs);
     if (!s.ok()) return s;
   }
   const auto* host_items = static_cast<const std::vector<WorkItem>*>(plan.host_work_list.get());
@@ -248,7 +247,7 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   d.partial_scale = reinterpret_cast<float*>(base + layout.partial_scale_offset);
   d.partial_lse = reinterpret_cast<float*>(base + layout.partial_lse_offset);
   d.cluster = plan.cluster_size;
-  cudaError_t e = sm90::launch_decode(p.kv.format, d, d.kv_tma ? &kv_pairs : nullptr, st);
+  cudaError_t e = sm90::launch_decode(p.kv.format, d, st);
   if (e != cudaSuccess) return cuda_fail("launching the decode kernel", e);
   if (plan.num_split_requests > 0 && plan.cluster_size == 0) {
     sm90::CombineParams c{};

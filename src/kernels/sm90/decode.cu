@@ -487,25 +487,17 @@ cudaLaunchConfig_t decode_config(int grid, int threads, std::size_t smem, int cl
 }
 
 // p.ctas CTAs of k, in clusters of p.cluster when it is set.
-// fp8's TMA kernel also takes the pair map.
-cudaError_t launch_decode_kernel(const DecodeKernel& k, const DecodeParams& p, const TensorMap* kv_pairs,
-                                 cudaStream_t stream) {
+cudaError_t launch_decode_kernel(const DecodeKernel& k, const DecodeParams& p, cudaStream_t stream) {
   cudaLaunchAttribute attr{};
   const cudaLaunchConfig_t cfg = decode_config(p.ctas, k.threads, k.smem, p.cluster, stream, &attr);
-  if (k.entry_tma != nullptr) {
-    if (kv_pairs == nullptr) return cudaErrorInvalidValue;
-    return cudaLaunchKernelEx(&cfg, k.entry_tma, p, *kv_pairs);
-  }
   return cudaLaunchKernelEx(&cfg, k.entry, p);
 }
 
 // Raises k's dynamic shared-memory limit and allows clusters of up to 16.
 cudaError_t prepare_decode_kernel(const DecodeKernel& k) {
-  const void* entry =
-      k.entry_tma != nullptr ? reinterpret_cast<const void*>(k.entry_tma) : reinterpret_cast<const void*>(k.entry);
-  cudaError_t e = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, int(k.smem));
+  cudaError_t e = cudaFuncSetAttribute(k.entry, cudaFuncAttributeMaxDynamicSharedMemorySize, int(k.smem));
   if (e != cudaSuccess) return e;
-  return cudaFuncSetAttribute(entry, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  return cudaFuncSetAttribute(k.entry, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
 }
 
 // How many clusters of n CTAs of k can be resident at once (0: clusters of n cannot run).
@@ -606,9 +598,9 @@ int decode_max_active_clusters(KvFormat format, int n) {
   return max_active_decode_clusters(kernel_info(format, Variant::general), n);  // the same resources either way
 }
 
-cudaError_t launch_decode(KvFormat format, const DecodeParams& p, const TensorMap* kv_pairs, cudaStream_t stream) {
+cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream) {
   const Variant v = decode_variant(p.ctas, p.num_items, p.max_item_tokens);
-  return launch_decode_kernel(kernel_info(format, v, p.kv_evict_first, p.kv_tma), p, kv_pairs, stream);
+  return launch_decode_kernel(kernel_info(format, v, p.kv_evict_first, p.kv_tma), p, stream);
 }
 
 }  // namespace mla::sm90

@@ -187,7 +187,7 @@ __device__ __forceinline__ TileSource tile_source(const DecodeParams& p, const K
   return ts;
 }
 template <int kPart, bool kEvictFirst, bool kTma>
-__device__ __forceinline__ void copy_tile(Smem& sm, const TensorMap* kv_pairs, int s, const TileSource& ts) {
+__device__ __forceinline__ void copy_tile(Smem& sm, const DecodeParams& p, int s, const TileSource& ts) {
   std::uint8_t* stage = sm.kv[s];
   if (kTma && ts.pair >= 0) {
     if (threadIdx.x == 0) {
@@ -196,7 +196,7 @@ __device__ __forceinline__ void copy_tile(Smem& sm, const TensorMap* kv_pairs, i
         // by the CTA barrier every thread passed since, and this fence.
         fence_proxy_async();
         mbar_arrive_expect_tx(&sm.full[s], fp8_stage::kBytes);
-        tma_load_3d<kEvictFirst>(stage, kv_pairs, 0, ts.pair, 0, &sm.full[s]);  // all 9 boxes
+        tma_load_3d<kEvictFirst>(stage, &p.kv_pairs, 0, ts.pair, 0, &sm.full[s]);  // all 9 boxes
       }
     } else if (kPart == 2) {
       mbar_arrive(&sm.full[s]);
@@ -382,11 +382,11 @@ __device__ __forceinline__ void v_fragments(const Smem& sm, int stage, int grp,
 // ── the kernel ──────────────────────────────────────────────────────────────────────────────────
 // kShort: every item has at most one tile (launch_decode checks DecodeParams::max_item_tokens): the
 // prologue's copy is the only one, and the tile loop holds no copy code (perf-notes v76).
-// kTma: whole tiles by TMA into the pairs layout, through the pair map `kv_pairs` (the TMA kernel's
-// second parameter; null otherwise).
+// kTma: whole tiles by TMA into the pairs layout (Plan::kv_tma: launched only with DecodeParams::kv_pairs).
 static_assert(kShortItemTokens == (Traits::kStages - 1) * kTile, "short items: the tiles the prologue copies");
 template <bool kShort, bool kEvictFirst, bool kTma>
-__device__ __forceinline__ void decode_fp8(const DecodeParams& p, const TensorMap* kv_pairs) {
+__global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
+    decode_fp8_kernel(const __grid_constant__ DecodeParams p) {
   static_assert(!(kShort && kTma), "the one-tile kernel copies its tile by cp.async");
   using T = Traits;
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
@@ -408,9 +408,9 @@ __device__ __forceinline__ void decode_fp8(const DecodeParams& p, const TensorMa
   for (int s = 0; s < T::kStages - 1; ++s) {
     if (s < num_tiles) {
       const TileSource ts = tile_source<kTma>(p, rows, item.kv_begin + s * kTile, item.kv_end);
-      copy_tile<0, kEvictFirst, kTma>(sm, kv_pairs, s, ts);
-      copy_tile<1, kEvictFirst, kTma>(sm, kv_pairs, s, ts);
-      copy_tile<2, kEvictFirst, kTma>(sm, kv_pairs, s, ts);
+      copy_tile<0, kEvictFirst, kTma>(sm, p, s, ts);
+      copy_tile<1, kEvictFirst, kTma>(sm, p, s, ts);
+      copy_tile<2, kEvictFirst, kTma>(sm, p, s, ts);
     }
   }
   store_q(sm, p, q_regs);  // Q's loads have been in flight since the start
@@ -483,9 +483,9 @@ __device__ __forceinline__ void decode_fp8(const DecodeParams& p, const TensorMa
       // the top of the iteration measured 7 % slower at 256×8192; issued later, after the P
       // barrier, they arrive late: +10 %, perf-notes v54).
       if (load_next) {
-        if (bt == 0) copy_tile<0, kEvictFirst, kTma>(sm, kv_pairs, next % T::kStages, next_src);
-        if (bt == 2) copy_tile<1, kEvictFirst, kTma>(sm, kv_pairs, next % T::kStages, next_src);
-        if (bt == 4) copy_tile<2, kEvictFirst, kTma>(sm, kv_pairs, next % T::kStages, next_src);
+        if (bt == 0) copy_tile<0, kEvictFirst, kTma>(sm, p, next % T::kStages, next_src);
+        if (bt == 2) copy_tile<1, kEvictFirst, kTma>(sm, p, next % T::kStages, next_src);
+        if (bt == 4) copy_tile<2, kEvictFirst, kTma>(sm, p, next % T::kStages, next_src);
       }
     }
     wgmma_wait<0>();
@@ -586,30 +586,16 @@ __device__ __forceinline__ void decode_fp8(const DecodeParams& p, const TensorMa
                     kE4m3Max * fabsf(p.value_scale), [&](int mt) { return v_row_dim(mt, warp, g); });
 }
 
-template <bool kShort, bool kEvictFirst>
-__global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
-    decode_fp8_kernel(const __grid_constant__ DecodeParams p) {
-  decode_fp8<kShort, kEvictFirst, false>(p, nullptr);
-}
-// The pair map travels as a parameter of its own, after DecodeParams: in DecodeParams its 128-byte
-// alignment moved the whole block in the constant bank, and the other kernels' starts were 0.3–1 %
-// slower at fp8's small shapes (perf-notes v113).
-template <bool kEvictFirst>
-__global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
-    decode_fp8_tma_kernel(const __grid_constant__ DecodeParams p, const __grid_constant__ TensorMap kv_pairs) {
-  decode_fp8<false, kEvictFirst, true>(p, &kv_pairs);
-}
-
 }  // namespace
 
 DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first, bool tma) {
   if (tma && !short_items) {
-    DecodeKernel k{nullptr, kThreads, kSmemBytes<true>, Traits::kCtasPerSm, kPartialsF16};
-    k.entry_tma = evict_first ? decode_fp8_tma_kernel<true> : decode_fp8_tma_kernel<false>;
-    return k;
+    return {evict_first ? decode_fp8_kernel<false, true, true> : decode_fp8_kernel<false, false, true>, kThreads,
+            kSmemBytes<true>, Traits::kCtasPerSm, kPartialsF16};
   }
-  void (*const entry[2][2])(DecodeParams) = {{decode_fp8_kernel<false, false>, decode_fp8_kernel<false, true>},
-                                             {decode_fp8_kernel<true, false>, decode_fp8_kernel<true, true>}};
+  void (*const entry[2][2])(DecodeParams) = {
+      {decode_fp8_kernel<false, false, false>, decode_fp8_kernel<false, true, false>},
+      {decode_fp8_kernel<true, false, false>, decode_fp8_kernel<true, true, false>}};
   return {entry[short_items][evict_first], kThreads, kSmemBytes<false>, Traits::kCtasPerSm, kPartialsF16};
 }
 

@@ -30,10 +30,7 @@ constexpr DecodeVariant decode_variant(int ctas, int num_items, int max_item_tok
 }
 
 // A CUtensorMap's 128 bytes (cuda.h stays out of this header: the planner and its tests include it
-// without the CUDA toolkit). fp8's pair map (DecodeParams::kv_tma): the cache as [kv_rows / 2 × 1152]
-// bytes (row pairs), boxes of 32 pairs × 128 bytes, 128-byte swizzle (fp8_stage.h, namespace pairs);
-// backend.cu encodes it per call, the TMA kernel takes it as its second parameter and copies each
-// whole tile that starts at an even row by one TMA, any other tile row by row.
+// without the CUDA toolkit); backend.cu encodes it, the kernel passes its address to the TMA.
 struct alignas(128) TensorMap {
   std::uint64_t words[16];
 };
@@ -61,10 +58,15 @@ struct DecodeParams {
   int cluster;           // 0: partials to the workspace (combine.cu); n: clusters of n CTAs, one per q
                          // row, item k of the row on rank k, merged in the cluster (cluster_merge.h)
   bool kv_evict_first;   // the KV read under an L2 evict-first policy (Plan::kv_evict_first)
-  bool kv_tma;           // fp8: the TMA kernel, with a TensorMap (Plan::kv_tma; launch_decode)
+  bool kv_tma;           // fp8: the TMA kernel, with kv_pairs (Plan::kv_tma; in kv_evict_first's padding)
   int max_item_tokens;   // ≥ every item's kv_end − kv_begin (tokens_per_split): picks the one-tile kernel
   int num_param_items;   // num_items when the items are in param_items too (≤ kParamItems), else 0
   WorkItem param_items[kParamItems];  // [num_param_items] = items[0, num_param_items)
+  // Last, so that the fields every kernel's start reads keep their places (perf-notes v110d).
+  // fp8 with kv_tma: the cache as [kv_rows / 2 × 1152] bytes (row pairs), boxes of 32 pairs ×
+  // 128 bytes, 128-byte swizzle (fp8_stage.h, namespace pairs); the TMA kernel copies each whole
+  // tile that starts at an even row by one TMA, any other tile row by row.
+  TensorMap kv_pairs;
 };
 
 struct CombineParams {

@@ -21,8 +21,7 @@ constexpr int kMaxDecodeCtasPerSm = 2;  // sizes the workspace for every format 
 // Once per process and format, before launch_decode (raises the dynamic shared-memory limit, allows
 // clusters of up to 16).
 cudaError_t prepare_decode(KvFormat format);
-// `kv_pairs`: fp8's pair map when p.kv_tma (the TMA kernel's second parameter), else null.
-cudaError_t launch_decode(KvFormat format, const DecodeParams& p, const TensorMap* kv_pairs, cudaStream_t stream);
+cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream);
 // How many clusters of n decode CTAs can be resident at once (0: clusters of n cannot run).
 int decode_max_active_clusters(KvFormat format, int n);
 // The type of the split partials `format`'s kernel writes (CombineParams::partial_f16).
@@ -31,12 +30,11 @@ bool decode_partials_f16(KvFormat format);
 // One decode kernel as the dispatch (decode.cu) sees it. decode_fp8.cu and decode_mxfp4.cu each
 // describe their wgmma kernel (tokens in M, 64-token tiles); bf16's (general, walking, one-tile) are decode.cu's own.
 struct DecodeKernel {
-  void (*entry)(DecodeParams);  // the __global__ function (null for fp8's TMA kernel: entry_tma)
+  void (*entry)(DecodeParams);  // the __global__ function
   int threads;                  // block size
   std::size_t smem;             // dynamic shared memory per CTA, bytes
   int ctas_per_sm;              // resident CTAs per SM (the planner's wave is SMs × this)
   bool partials_f16;            // split partials: fp16 · scale (kernels/common/partial.h), else fp32
-  void (*entry_tma)(DecodeParams, TensorMap) = nullptr;  // fp8's TMA kernel: the pair map as a second parameter
 };
 // fp8's and MXFP4's kernels: general, or for one-tile items (decode_params.h, decode_variant); with
 // the KV read under the L2 evict-first policy or without one (DecodeParams::kv_evict_first); fp8's
