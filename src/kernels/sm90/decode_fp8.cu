@@ -446,6 +446,13 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     const bool load_next = !kShort && next < num_tiles;
     TileSource next_src{};  // resolved now, copied among the S batches
     if (load_next) next_src = tile_source<kTma>(p, rows, item.kv_begin + next * kTile, item.kv_end);
+    // A tile by TMA is one instruction of thread 0: it goes out here, a K batch earlier than the
+    // cp.async parts (the CTA barrier above freed the stage).
+    const bool early = kTma && load_next && next_src.pair >= 0;
+    if (early) {
+      copy_tile<0, kEvictFirst, kTma>(sm, p, next % T::kStages, next_src);
+      copy_tile<2, kEvictFirst, kTma>(sm, p, next % T::kStages, next_src);
+    }
 
     // Sᵀ (tokens × heads) = K · Qᵀ: K in registers, batches of kBatch k16 steps, two batches in
     // flight (a batch's registers are reused once the batch before it retired). Four accumulator
@@ -482,7 +489,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       // Tile t + stages − 1's copies go out in three parts, behind batches 0, 2 and 4 (one burst at
       // the top of the iteration measured 7 % slower at 256×8192; issued later, after the P
       // barrier, they arrive late: +10 %, perf-notes v54).
-      if (load_next) {
+      if (load_next && !early) {
         if (bt == 0) copy_tile<0, kEvictFirst, kTma>(sm, p, next % T::kStages, next_src);
         if (bt == 2) copy_tile<1, kEvictFirst, kTma>(sm, p, next % T::kStages, next_src);
         if (bt == 4) copy_tile<2, kEvictFirst, kTma>(sm, p, next % T::kStages, next_src);
