@@ -54,6 +54,9 @@ options:
   --kv-l2 auto|evict_first|normal
                          cuda: the L2 policy of the KV reads (Plan::kv_evict_first): plan()'s
                          choice (default), or forced either way
+  --kv-copy auto|tma|cp.async
+                         cuda, fp8: how whole KV tiles are copied (Plan::kv_tma): plan()'s choice
+                         (default: the TMA when every work item holds >= 64 tiles), or forced
   --json FILE            also write the results as JSON (checked for writing before the suite runs)
   --help                 this text
 Lists run each entry once (repeats are dropped).
@@ -73,6 +76,7 @@ struct Options {
   int check_requests = 8;
   std::uint64_t seed = 1;
   std::optional<bool> kv_evict_first;  // --kv-l2: unset = plan()'s choice
+  std::optional<bool> kv_tma;          // --kv-copy: unset = plan()'s choice
   std::string json;
   bool help = false;
 };
@@ -116,6 +120,15 @@ Options parse(int argc, char** argv) {
       } else if (v != "auto") {
         throw UsageError{"--kv-l2: unknown policy '" + v + "' (auto, evict_first or normal)"};
       }
+    } else if (k == "--kv-copy") {
+      const std::string v = a.value();
+      if (v == "tma") {
+        o.kv_tma = true;
+      } else if (v == "cp.async") {
+        o.kv_tma = false;
+      } else if (v != "auto") {
+        throw UsageError{"--kv-copy: unknown copy '" + v + "' (auto, tma or cp.async)"};
+      }
     } else if (k == "--json") {
       o.json = a.value();
       if (o.json.empty()) throw UsageError{"--json: empty file name"};
@@ -157,6 +170,7 @@ std::string layout_name(const Options& o) {
   std::string s = o.ragged ? "ragged" : "uniform";
   if (o.page_size) s += " paged" + std::to_string(o.page_size);
   if (o.kv_evict_first) s += *o.kv_evict_first ? " kv-l2 evict_first" : " kv-l2 normal";
+  if (o.kv_tma) s += *o.kv_tma ? " kv-copy tma" : " kv-copy cp.async";
   return s;
 }
 
@@ -231,6 +245,7 @@ Row run_case(const Options& o, Backend backend, testing::GpuTimer* timer, KvForm
       return r;
     }
     if (o.kv_evict_first) pc->set_kv_evict_first(*o.kv_evict_first);
+    if (o.kv_tma) pc->set_kv_tma(*o.kv_tma);
     r.plan = describe(pc->plan());
     const CheckResult c = pc->check(o.check_requests);
     if (!c.status.ok()) {

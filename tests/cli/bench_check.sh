@@ -63,10 +63,14 @@ else
   done
 fi
 
-# A forced KV L2 policy runs (it only matters on cuda) and shows in the table's header.
+# A forced KV L2 policy and a forced fp8 copy path run (they only matter on cuda) and show in the
+# table's header.
 "$MLA" bench --backend cpu --format bf16 --shapes 1x256 --reps 1 --kv-l2 normal >"$tmp/l2.txt" 2>&1 ||
   fail "bench --kv-l2 normal: $(cat "$tmp/l2.txt")"
 grep -q "kv-l2 normal" "$tmp/l2.txt" || fail "bench --kv-l2 normal: not in the header"
+"$MLA" bench --backend cpu --format fp8 --shapes 1x256 --reps 1 --kv-copy tma >"$tmp/copy.txt" 2>&1 ||
+  fail "bench --kv-copy tma: $(cat "$tmp/copy.txt")"
+grep -q "kv-copy tma" "$tmp/copy.txt" || fail "bench --kv-copy tma: not in the header"
 
 # Bad invocations: usage errors exit 2 with a message on stderr naming the problem.
 expect_usage_error() {
@@ -89,6 +93,7 @@ expect_usage_error "not an integer" bench --seed abc
 expect_usage_error "unknown backend" bench --backend tpu
 expect_usage_error "unknown distribution" bench --dist uniform
 expect_usage_error "unknown policy" bench --kv-l2 evict_last
+expect_usage_error "unknown copy" bench --kv-copy bulk
 expect_usage_error "out of range" check --sq 5
 expect_usage_error "unknown option" check --shapes 4x1024
 expect_usage_error "out of range" bench --seed 99999999999999999999
