@@ -5,7 +5,8 @@
 // lines for dense tiles, else row by row) into unpadded rows with 16-byte chunks XOR-swizzled
 // (fp8_stage.h: conflict-free copies and ldmatrix); 2 stages on mbarriers; the next tile's copies go
 // out among the S batches. The TMA kernel (kTma, plans of long items: Plan::kv_tma) instead copies a
-// whole tile from an even row by one tensor-map copy of thread 0, into fp8_stage.h's `pairs` layout.
+// whole tile from an even row by one tensor-map copy of thread 0, into fp8_stage.h's `pairs` layout,
+// issued at the top of the tile before S (perf-notes v113, v114).
 // Warp w owns tokens 16w..16w+15 of a tile (its 16 rows of every wgmma M = 64), and copies them when
 // the tile goes row by row (a dense tile is copied in 16-byte pieces tid + 128k across the tile).
 //
@@ -165,7 +166,7 @@ __device__ __forceinline__ TileSource tile_source(const DecodeParams& p, const K
     const std::int64_t row = rows(t0);
     if constexpr (kTma) {
       if ((row & 1) == 0) {
-        ts.pair = int(row >> 1);  // < 2^31: the cache's rows fit int64 bytes / 576
+        ts.pair = int(row >> 1);  // fits: run() takes the TMA only when rows / 2 fits the map's int32
         return ts;
       }
     } else {
