@@ -60,13 +60,9 @@ int page_shift(int page_size) {
   }
 }
 
-// fp8's pair map (DecodeParams::kv_pairs): the cache of unpadded 576-byte rows as [rows / 2 × 1152]
-// bytes, boxes of 32 pairs × 128 bytes, 128-byte swizzle (fp8_stage.h, namespace pairs).
-// cuTensorMapEncodeTiled is a driver function: its address comes from the runtime once per process.
-// Host work only (no device call), so run() stays asynchronous and capturable.
-Status encode_fp8_pairs(const Problem& p, sm90::TensorMap* map) {
-  static_assert(sizeof(CUtensorMap) == sizeof(sm90::TensorMap) && alignof(sm90::TensorMap) >= alignof(CUtensorMap),
-                "TensorMap holds a CUtensorMap");
+// cuTensorMapEncodeTiled is a driver function: its address comes from the runtime once per process
+// (null when the driver does not offer it: plan() then keeps fp8's copies on cp.async).
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult q{};
@@ -77,6 +73,16 @@ Status encode_fp8_pairs(const Problem& p, sm90::TensorMap* map) {
     }
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   }();
+  return encode;
+}
+
+// fp8's pair map (the TMA kernel's DecodeParams::kv_pairs): the cache of unpadded 576-byte rows as
+// [rows / 2 × 1152] bytes, boxes of 32 pairs × 128 bytes, 128-byte swizzle (fp8_stage.h, namespace
+// pairs). Host work only (no device call), so run() stays asynchronous and capturable.
+Status encode_fp8_pairs(const Problem& p, sm90::TensorMap* map) {
+  static_assert(sizeof(CUtensorMap) == sizeof(sm90::TensorMap) && alignof(sm90::TensorMap) >= alignof(CUtensorMap),
+                "TensorMap holds a CUtensorMap");
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (encode == nullptr) return {StatusCode::cuda_error, "cuTensorMapEncodeTiled is not available from the driver"};
   namespace fs = sm90::fp8_stage::pairs;
   static_assert(sm90::fp8_stage::kRowBytes == kHeadDim, "fp8 rows are kHeadDim bytes");
@@ -196,8 +202,10 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   pl.device_sms = sms;
   pl.cluster_size = cluster;
   pl.kv_evict_first = kv_evict_first(pl.total_kv * kv_row_bytes(p.kv.format), l2_bytes, p.s_q);
-  pl.kv_tma = p.kv.format == KvFormat::fp8 && kv_tma(items, sm90::decode_tile_tokens(p.kv.format),
-                                                     p.kv.row_stride_bytes == kHeadDim, p.paging.page_size);
+  pl.kv_tma =
+      p.kv.format == KvFormat::fp8 &&
+      kv_tma(items, sm90::decode_tile_tokens(p.kv.format), p.kv.row_stride_bytes == kHeadDim, p.paging.page_size) &&
+      tensor_map_encoder() != nullptr;
   pl.host_work_list = std::make_shared<const std::vector<WorkItem>>(std::move(items));
   *out = pl;
   return Status::success();
