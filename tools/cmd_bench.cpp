@@ -81,6 +81,19 @@ struct Options {
   bool help = false;
 };
 
+// A plan choice forced by `option`: `on` or `off` sets *out; `auto` leaves it as it is (plan()'s
+// choice unless an earlier occurrence forced it); anything else is a usage error naming the `what`.
+void parse_forced(const std::string& option, const std::string& v, const char* what, const char* on, const char* off,
+                  std::optional<bool>* out) {
+  if (v == on) {
+    *out = true;
+  } else if (v == off) {
+    *out = false;
+  } else if (v != "auto") {
+    throw UsageError{option + ": unknown " + what + " '" + v + "' (auto, " + on + " or " + off + ")"};
+  }
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   Args a(argc, argv, 1);
@@ -112,23 +125,9 @@ Options parse(int argc, char** argv) {
     } else if (k == "--seed") {
       o.seed = std::uint64_t(parse_int("--seed", a.value(), 0, std::numeric_limits<long long>::max()));
     } else if (k == "--kv-l2") {
-      const std::string v = a.value();
-      if (v == "evict_first") {
-        o.kv_evict_first = true;
-      } else if (v == "normal") {
-        o.kv_evict_first = false;
-      } else if (v != "auto") {
-        throw UsageError{"--kv-l2: unknown policy '" + v + "' (auto, evict_first or normal)"};
-      }
+      parse_forced(k, a.value(), "policy", "evict_first", "normal", &o.kv_evict_first);
     } else if (k == "--kv-copy") {
-      const std::string v = a.value();
-      if (v == "tma") {
-        o.kv_tma = true;
-      } else if (v == "cp.async") {
-        o.kv_tma = false;
-      } else if (v != "auto") {
-        throw UsageError{"--kv-copy: unknown copy '" + v + "' (auto, tma or cp.async)"};
-      }
+      parse_forced(k, a.value(), "copy", "tma", "cp.async", &o.kv_tma);
     } else if (k == "--json") {
       o.json = a.value();
       if (o.json.empty()) throw UsageError{"--json: empty file name"};
