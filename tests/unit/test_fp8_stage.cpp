@@ -24,13 +24,39 @@ bool conflict_free(const std::vector<int>& offsets) {
   return groups.size() == offsets.size();
 }
 
-TEST(Fp8Stage, KvOffsetIsABijectionOntoTheStage) {
+// A layout (offset(r, c) of chunk c of row r) covers the stage exactly once.
+template <typename Offset>
+void expect_bijection(Offset offset) {
   std::vector<int> all;
   for (int r = 0; r < kRows; ++r) {
-    for (int c = 0; c < kChunks; ++c) all.push_back(kv_offset(r, c));
+    for (int c = 0; c < kChunks; ++c) all.push_back(offset(r, c));
   }
   std::sort(all.begin(), all.end());
   for (int i = 0; i < int(all.size()); ++i) ASSERT_EQ(all[i], 16 * i);
+}
+// The accesses both layouts share are conflict-free: ldmatrix (K and V fragments), each matrix 8
+// consecutive rows from a multiple of 8 at one chunk; row copies, 8 lanes per 128 bytes of one row
+// (the last sweep: 4 chunks).
+template <typename Offset>
+void expect_ldmatrix_and_row_copies_conflict_free(Offset offset) {
+  for (int r0 = 0; r0 < kRows; r0 += 8) {
+    for (int c = 0; c < kChunks; ++c) {
+      std::vector<int> m;
+      for (int i = 0; i < 8; ++i) m.push_back(offset(r0 + i, c));
+      EXPECT_TRUE(conflict_free(m)) << "rows " << r0 << "+, chunk " << c;
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int c0 = 0; c0 < kChunks; c0 += 8) {
+      std::vector<int> m;
+      for (int c = c0; c < std::min(c0 + 8, kChunks); ++c) m.push_back(offset(r, c));
+      EXPECT_TRUE(conflict_free(m)) << "row " << r << ", chunks " << c0 << "+";
+    }
+  }
+}
+
+TEST(Fp8Stage, KvOffsetIsABijectionOntoTheStage) {
+  expect_bijection([](int r, int c) { return kv_offset(r, c); });
 }
 
 TEST(Fp8Stage, KernelAddressesAreKvOffset) {
@@ -50,27 +76,12 @@ TEST(Fp8Stage, KernelAddressesAreKvOffset) {
 }
 
 TEST(Fp8Stage, SwizzleIsConflictFree) {
-  // ldmatrix (K and V fragments): each matrix is 8 consecutive rows from a multiple of 8 at one chunk.
-  for (int r0 = 0; r0 < kRows; r0 += 8) {
-    for (int c = 0; c < kChunks; ++c) {
-      std::vector<int> m;
-      for (int i = 0; i < 8; ++i) m.push_back(kv_offset(r0 + i, c));
-      EXPECT_TRUE(conflict_free(m)) << "rows " << r0 << "+, chunk " << c;
-    }
-  }
+  expect_ldmatrix_and_row_copies_conflict_free([](int r, int c) { return kv_offset(r, c); });
   // Dense copies: 8 lanes per 128-byte line of the tile.
   for (int line = 0; line < kBytes / 128; ++line) {
     std::vector<int> m;
     for (int j = 0; j < 8; ++j) m.push_back(dense_offset(8 * line + j));
     EXPECT_TRUE(conflict_free(m)) << "line " << line;
-  }
-  // Row copies: 8 lanes per 128 bytes of one row (the last sweep: 4 chunks).
-  for (int r = 0; r < kRows; ++r) {
-    for (int c0 = 0; c0 < kChunks; c0 += 8) {
-      std::vector<int> m;
-      for (int c = c0; c < std::min(c0 + 8, kChunks); ++c) m.push_back(kv_offset(r, c));
-      EXPECT_TRUE(conflict_free(m)) << "row " << r << ", chunks " << c0 << "+";
-    }
   }
 }
 
@@ -83,12 +94,7 @@ TEST(Fp8Stage, UnswizzledRowsWouldConflict) {
 
 // The TMA kernel's layout.
 TEST(Fp8StagePairs, KvOffsetIsABijectionOntoTheStage) {
-  std::vector<int> all;
-  for (int r = 0; r < kRows; ++r) {
-    for (int c = 0; c < kChunks; ++c) all.push_back(pairs::kv_offset(r, c));
-  }
-  std::sort(all.begin(), all.end());
-  for (int i = 0; i < int(all.size()); ++i) ASSERT_EQ(all[i], 16 * i);
+  expect_bijection([](int r, int c) { return pairs::kv_offset(r, c); });
 }
 
 // The layout is the one a tensor-map copy with the 128-byte swizzle writes (boxes of 32 row pairs ×
@@ -135,22 +141,7 @@ TEST(Fp8StagePairs, KernelAddressesAreKvOffset) {
 }
 
 TEST(Fp8StagePairs, SwizzleIsConflictFree) {
-  // ldmatrix (K and V fragments): each matrix is 8 consecutive rows from a multiple of 8 at one chunk.
-  for (int r0 = 0; r0 < kRows; r0 += 8) {
-    for (int c = 0; c < kChunks; ++c) {
-      std::vector<int> m;
-      for (int i = 0; i < 8; ++i) m.push_back(pairs::kv_offset(r0 + i, c));
-      EXPECT_TRUE(conflict_free(m)) << "rows " << r0 << "+, chunk " << c;
-    }
-  }
-  // Row copies: 8 lanes per 128 bytes of one row (the last sweep: 4 chunks).
-  for (int r = 0; r < kRows; ++r) {
-    for (int c0 = 0; c0 < kChunks; c0 += 8) {
-      std::vector<int> m;
-      for (int c = c0; c < std::min(c0 + 8, kChunks); ++c) m.push_back(pairs::kv_offset(r, c));
-      EXPECT_TRUE(conflict_free(m)) << "row " << r << ", chunks " << c0 << "+";
-    }
-  }
+  expect_ldmatrix_and_row_copies_conflict_free([](int r, int c) { return pairs::kv_offset(r, c); });
 }
 
 }  // namespace
