@@ -55,8 +55,9 @@ options:
                          cuda: the L2 policy of the KV reads (Plan::kv_evict_first): plan()'s
                          choice (default), or forced either way
   --kv-copy auto|tma|cp.async
-                         cuda, fp8: how whole KV tiles are copied (Plan::kv_tma): plan()'s choice
-                         (default: the TMA when every work item holds >= 64 tiles), or forced
+                         cuda, bf16 and fp8: how whole KV tiles are copied (Plan::kv_tma):
+                         plan()'s choice (default: the TMA when every work item holds >= 64
+                         tiles; see README), or forced
   --json FILE            also write the results as JSON (checked for writing before the suite runs)
   --help                 this text
 Lists run each entry once (repeats are dropped).

@@ -120,9 +120,11 @@ struct Plan {
   // reads at most 4 × the L2 (faster there on the H200; slower above); a caller may change it before
   // run(). It changes only speed, never results.
   bool kv_evict_first = false;
-  // cuda, fp8: whole KV tiles are copied by the TMA (tensor-map copies) instead of by cp.async.
-  // plan() sets it when every work item streams at least 64 tiles of unpadded rows starting at even
-  // cache rows (faster there on the H200; slower for short items). A caller may change it before
+  // cuda, bf16 and fp8: whole KV tiles are copied by the TMA (tensor-map copies) instead of by
+  // cp.async, in the general kernel (not in bf16's walking kernel or either format's one-tile
+  // kernel). plan() sets it when every work item streams at least 64 tiles (fp8: of unpadded rows
+  // starting at even cache rows; bf16: unless the launch's last of several waves is nearly full),
+  // where it measured faster on the H200; slower for short items. A caller may change it before
   // run(); tiles the TMA cannot take whole go by cp.async either way. It changes only speed, never
   // results.
   bool kv_tma = false;

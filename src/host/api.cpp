@@ -115,7 +115,8 @@ std::string describe(const Plan& plan) {
      << "B";
   if (plan.backend == Backend::cuda) {
     os << " sms=" << plan.device_sms << " cluster=" << plan.cluster_size;
-    switch (sm90::decode_variant(plan.grid, plan.num_work_items, plan.tokens_per_split)) {
+    const sm90::DecodeVariant variant = sm90::decode_variant(plan.grid, plan.num_work_items, plan.tokens_per_split);
+    switch (variant) {
       case sm90::DecodeVariant::general:
         os << " kernel=general";
         break;
@@ -129,7 +130,9 @@ std::string describe(const Plan& plan) {
     const bool in_params = plan.host_work_list != nullptr && sm90::items_in_params(plan.num_work_items);
     os << " items_from=" << (in_params ? "params" : "workspace");
     os << " kv_l2=" << (plan.kv_evict_first ? "evict_first" : "normal");
-    if (plan.kv_format == KvFormat::fp8) os << " kv_copy=" << (plan.kv_tma ? "tma" : "cp.async");
+    if (plan.kv_format != KvFormat::mxfp4) {  // the formats with a TMA kernel: the copy path that runs
+      os << " kv_copy=" << (plan.kv_tma && sm90::has_tma_kernel(plan.kv_format, variant) ? "tma" : "cp.async");
+    }
   }
   return os.str();
 }

@@ -135,11 +135,18 @@ bool kv_evict_first(std::int64_t kv_bytes, std::int64_t l2_bytes, int s_q) {
   return s_q == 1 && l2_bytes > 0 && kv_bytes <= kMaxL2s * l2_bytes;
 }
 
-bool kv_tma(std::span<const WorkItem> items, int tile_tokens, bool rows_unpadded, int page_size) {
-  if (items.empty() || !rows_unpadded || (page_size != 0 && page_size < 64)) return false;
+bool kv_tma_waves(int ctas, int slots) {
+  if (slots < 1) return false;
+  if (ctas <= slots) return true;
+  const int last = ctas - (ctas - 1) / slots * slots;  // CTAs in the last wave: 1 .. slots
+  return std::int64_t(100) * last < std::int64_t(kTmaFullWavePercent) * slots;
+}
+
+bool kv_tma(std::span<const WorkItem> items, int tile_tokens, int unit_rows, bool map_fits, int page_size) {
+  if (items.empty() || !map_fits || unit_rows < 1 || (page_size != 0 && page_size < 64)) return false;
   for (const WorkItem& it : items) {
     if (it.kv_end - it.kv_begin < std::int64_t(kTmaMinTiles) * tile_tokens) return false;
-    if (page_size == 0 && (std::int64_t(it.kv_base) + it.kv_begin) % 2 != 0) return false;
+    if (page_size == 0 && (std::int64_t(it.kv_base) + it.kv_begin) % unit_rows != 0) return false;
   }
   return true;
 }

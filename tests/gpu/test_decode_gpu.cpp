@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "host/planner.h"
 #include "kernels/common/bf16.h"
 #include "mla/mla.h"
 #include "testing/compare.h"
@@ -545,59 +546,70 @@ TEST(GpuDecode, KvL2PolicyChangesNoResult) {
   }
 }
 
-// fp8's whole tiles by TMA (Plan::kv_tma, perf-notes v113): plan() picks it when every work item
-// streams at least 64 tiles (here 132 rows of 8192 tokens, each split in two 64-tile items merged in
-// clusters of 2), and the run matches the reference and is bit-identical to the cp.async kernel's.
-TEST(GpuDecode, LongFp8ItemsCopyWholeTilesByTma) {
+// Whole tiles by TMA (Plan::kv_tma; fp8: perf-notes v113, bf16: v115): plan() picks it when every work
+// item streams at least 64 tiles (here 132 rows of 8192 tokens: fp8 splits each in two 64-tile items
+// merged in clusters of 2, bf16 takes each whole), and the run matches the reference and is
+// bit-identical to the cp.async kernel's.
+TEST(GpuDecode, LongItemsCopyWholeTilesByTma) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
-  CaseSpec spec = CaseSpec::uniform(132, 8192, KvFormat::fp8);
-  spec.dist = Distribution::peaked;
-  spec.spare_rows = 64;  // NaN rows past the last request: a tile read past its item poisons it
-  spec.seed = 113;
-  const HostInputs in = make_inputs(spec);
-  GpuCase gc;
-  Plan pl;
-  ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
-  EXPECT_TRUE(pl.kv_tma) << describe(pl);
-  EXPECT_EQ(pl.tokens_per_split, 4096) << describe(pl);
-  Plan copies = pl;
-  copies.kv_tma = false;
-  expect_plans_agree(gc, in, pl, copies, spec.name() + ": TMA and cp.async copies");
+  for (KvFormat f : {KvFormat::fp8, KvFormat::bf16}) {
+    CaseSpec spec = CaseSpec::uniform(132, 8192, f);
+    spec.dist = Distribution::peaked;
+    spec.spare_rows = 64;  // NaN rows past the last request: a tile read past its item poisons it
+    spec.seed = 113;
+    const HostInputs in = make_inputs(spec);
+    GpuCase gc;
+    Plan pl;
+    ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
+    EXPECT_TRUE(pl.kv_tma) << describe(pl);
+    EXPECT_NE(describe(pl).find("kv_copy=tma"), std::string::npos) << describe(pl);
+    EXPECT_GE(pl.tokens_per_split, 64 * kTmaMinTiles) << describe(pl);
+    Plan copies = pl;
+    copies.kv_tma = false;
+    expect_plans_agree(gc, in, pl, copies, spec.name() + ": TMA and cp.async copies");
+  }
 }
 
-// The TMA kernel where plan() would not pick it (the flag set by the caller): 280 requests (more
-// than the 264 slots, so items of up to 5 tiles, not one-tile ones), empty and one-token requests,
-// partial last tiles, items that start at odd cache rows (their tiles go row by row), pages of 64
-// rows (whole tiles by TMA) and 16 rows (row by row), padded rows (the cp.async kernel), and both L2
-// policies: every run bit-identical to plan()'s and matching the reference.
+// The TMA kernel where plan() would not pick it (the flag set by the caller), in each format's
+// general kernel: fp8 with 280 requests (more than its 264 slots, so items of up to 5 tiles, not
+// one-tile ones), bf16 with 40 (more would walk, and the walking kernel has no TMA instantiation);
+// empty and one-token requests, partial last tiles, items that start at odd cache rows (fp8's go row
+// by row, bf16's map is over rows), pages of 64 rows (whole tiles by TMA) and 16 rows (row by row),
+// padded rows (fp8: the cp.async kernel; bf16: by TMA, the map's row stride), and both L2 policies:
+// every run bit-identical to plan()'s and matching the reference.
 TEST(GpuDecode, KvTmaChangesNoResult) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   struct Shape {
     int page, padding;
   };
-  for (Shape sh : {Shape{0, 0}, Shape{64, 0}, Shape{16, 0}, Shape{0, 32}}) {
-    CaseSpec spec;
-    const std::int32_t lens[] = {1001, 700, 129, 320, 0, 200, 64, 1};  // from row 1001 on, starts odd and even
-    for (int b = 0; b < 280; ++b) spec.kv_lens.push_back(lens[b % 8]);
-    spec.format = KvFormat::fp8;
-    spec.dist = Distribution::peaked;
-    spec.page_size = sh.page;
-    spec.row_padding = sh.padding;
-    spec.spare_rows = 64;
-    spec.seed = 211 + sh.page + sh.padding;
-    const HostInputs in = make_inputs(spec);
-    GpuCase gc;
-    Plan pl;
-    ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
-    EXPECT_FALSE(pl.kv_tma) << describe(pl);
-    EXPECT_GT(pl.tokens_per_split, 64) << "the general kernel: " << describe(pl);
-    EXPECT_LT(pl.tokens_per_split, 64 * 64) << describe(pl);
-    for (bool evict_first : {false, true}) {
-      Plan tma = pl;
-      tma.kv_tma = true;
-      tma.kv_evict_first = evict_first;
-      expect_plans_agree(gc, in, pl, tma,
-                         spec.name() + ": TMA copies, kv_l2 " + (evict_first ? "evict_first" : "normal"));
+  for (KvFormat f : {KvFormat::fp8, KvFormat::bf16}) {
+    for (Shape sh : {Shape{0, 0}, Shape{64, 0}, Shape{16, 0}, Shape{0, 32}}) {
+      CaseSpec spec;
+      const std::int32_t lens[] = {1001, 700, 129, 320, 0, 200, 64, 1};  // from row 1001 on, starts odd and even
+      for (int b = 0; b < (f == KvFormat::fp8 ? 280 : 40); ++b) spec.kv_lens.push_back(lens[b % 8]);
+      spec.format = f;
+      spec.dist = Distribution::peaked;
+      spec.page_size = sh.page;
+      spec.row_padding = sh.padding;
+      spec.spare_rows = 64;
+      spec.seed = 211 + sh.page + sh.padding;
+      const HostInputs in = make_inputs(spec);
+      GpuCase gc;
+      Plan pl;
+      ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
+      EXPECT_FALSE(pl.kv_tma) << describe(pl);
+      EXPECT_NE(describe(pl).find("kernel=general"), std::string::npos) << describe(pl);
+      EXPECT_LT(pl.tokens_per_split, 64 * kTmaMinTiles) << describe(pl);
+      for (bool evict_first : {false, true}) {
+        Plan tma = pl;
+        tma.kv_tma = true;
+        tma.kv_evict_first = evict_first;
+        if (f == KvFormat::bf16 || sh.padding == 0) {
+          EXPECT_NE(describe(tma).find("kv_copy=tma"), std::string::npos) << describe(tma);
+        }
+        expect_plans_agree(gc, in, pl, tma,
+                           spec.name() + ": TMA copies, kv_l2 " + (evict_first ? "evict_first" : "normal"));
+      }
     }
   }
 }

@@ -10,49 +10,20 @@
 #include <vector>
 
 #include "kernels/sm90/fp8_stage.h"
+#include "stage_checks.h"
 
 namespace mla::sm90::fp8_stage {
 namespace {
 
-int group(int offset) {
-  return (offset / 16) % 8;
-}
-// 8 accesses of 16 bytes: one wavefront when their bank groups are distinct.
-bool conflict_free(const std::vector<int>& offsets) {
-  std::set<int> groups;
-  for (int o : offsets) groups.insert(group(o));
-  return groups.size() == offsets.size();
-}
-
-// A layout (offset(r, c) of chunk c of row r) covers the stage exactly once.
+using stage_checks::conflict_free;
+// The checks both fp8 layouts share, on this tile's rows and chunks.
 template <typename Offset>
 void expect_bijection(Offset offset) {
-  std::vector<int> all;
-  for (int r = 0; r < kRows; ++r) {
-    for (int c = 0; c < kChunks; ++c) all.push_back(offset(r, c));
-  }
-  std::sort(all.begin(), all.end());
-  for (int i = 0; i < int(all.size()); ++i) ASSERT_EQ(all[i], 16 * i);
+  stage_checks::expect_bijection(kRows, kChunks, offset);
 }
-// The accesses both layouts share are conflict-free: ldmatrix (K and V fragments), each matrix 8
-// consecutive rows from a multiple of 8 at one chunk; row copies, 8 lanes per 128 bytes of one row
-// (the last sweep: 4 chunks).
 template <typename Offset>
 void expect_ldmatrix_and_row_copies_conflict_free(Offset offset) {
-  for (int r0 = 0; r0 < kRows; r0 += 8) {
-    for (int c = 0; c < kChunks; ++c) {
-      std::vector<int> m;
-      for (int i = 0; i < 8; ++i) m.push_back(offset(r0 + i, c));
-      EXPECT_TRUE(conflict_free(m)) << "rows " << r0 << "+, chunk " << c;
-    }
-  }
-  for (int r = 0; r < kRows; ++r) {
-    for (int c0 = 0; c0 < kChunks; c0 += 8) {
-      std::vector<int> m;
-      for (int c = c0; c < std::min(c0 + 8, kChunks); ++c) m.push_back(offset(r, c));
-      EXPECT_TRUE(conflict_free(m)) << "row " << r << ", chunks " << c0 << "+";
-    }
-  }
+  stage_checks::expect_ldmatrix_and_row_copies_conflict_free(kRows, kChunks, offset);
 }
 
 TEST(Fp8Stage, KvOffsetIsABijectionOntoTheStage) {
@@ -112,14 +83,15 @@ TEST(Fp8StagePairs, KvOffsetIsWhatTheTmaWrites) {
 // needs of every pair (9 boxes: the whole pair); the map ends at the last whole pair.
 TEST(Fp8StagePairs, PairMapCoversTheCacheRowsExactly) {
   for (std::int64_t rows : {std::int64_t(2), std::int64_t(64), std::int64_t(4097), std::int64_t(1) << 22}) {
-    const pairs::PairMapShape m = pairs::pair_map_shape(rows);
-    EXPECT_EQ(m.pair_stride_bytes, std::uint64_t(2 * kRowBytes)) << "pair y starts at row 2y";
-    EXPECT_EQ(m.pair_bytes, std::uint64_t(2 * kRowBytes));
-    EXPECT_EQ(m.pairs * 2, std::uint64_t(rows - rows % 2));
-    EXPECT_EQ(std::uint64_t(m.box_bytes) * pairs::kBoxes, m.pair_bytes);
-    EXPECT_EQ(2 * m.box_pairs, std::uint32_t(kRows));
-    EXPECT_EQ(std::uint64_t(m.box_bytes) * m.box_pairs * pairs::kBoxes, std::uint64_t(kBytes))
-        << "the stage's transaction bytes";
+    const TensorMapShape m = pairs::map_shape(rows);
+    EXPECT_EQ(m.strides[0], std::uint64_t(2 * kRowBytes)) << "pair y starts at row 2y";
+    EXPECT_EQ(m.strides[1], std::uint64_t(pairs::kBoxBytes)) << "the boxes of a pair are 128 bytes apart";
+    EXPECT_EQ(m.dims[0] * m.dims[2], std::uint64_t(2 * kRowBytes)) << "the boxes are the whole pair";
+    EXPECT_EQ(m.dims[1] * 2, std::uint64_t(rows - rows % 2));
+    EXPECT_EQ(m.box[0], m.dims[0]);
+    EXPECT_EQ(m.box[2], m.dims[2]);
+    EXPECT_EQ(2 * m.box[1], std::uint32_t(kRows));
+    EXPECT_EQ(std::uint64_t(m.box[0]) * m.box[1] * m.box[2], std::uint64_t(kBytes)) << "the stage's transaction bytes";
   }
 }
 

@@ -329,11 +329,15 @@ TEST(Planner, DecodeVariantAndWorkListSourceFollowThePlan) {
   pl.kv_evict_first = true;
   d = describe(pl);
   EXPECT_NE(d.find("kv_l2=evict_first"), std::string::npos) << d;
-  EXPECT_EQ(d.find("kv_copy="), std::string::npos) << "bf16 has one copy path: " << d;
-  pl.kv_format = KvFormat::fp8;
-  EXPECT_NE(describe(pl).find("kv_copy=cp.async"), std::string::npos) << describe(pl);
+  EXPECT_NE(d.find("kv_copy=cp.async"), std::string::npos) << d;
   pl.kv_tma = true;
   EXPECT_NE(describe(pl).find("kv_copy=tma"), std::string::npos) << describe(pl);
+  pl.kv_format = KvFormat::fp8;
+  EXPECT_NE(describe(pl).find("kv_copy=tma"), std::string::npos) << describe(pl);
+  pl.kv_tma = false;
+  EXPECT_NE(describe(pl).find("kv_copy=cp.async"), std::string::npos) << describe(pl);
+  pl.kv_format = KvFormat::mxfp4;
+  EXPECT_EQ(describe(pl).find("kv_copy="), std::string::npos) << "MXFP4 has one copy path: " << describe(pl);
 }
 
 // The KV's L2 policy: evict-first for calls of s_q = 1 that read at most 4 × the L2, inclusive.
@@ -349,25 +353,49 @@ TEST(Planner, KvEvictFirstUpToFourL2s) {
   EXPECT_FALSE(kv_evict_first(1, 0, 1));                      // no L2 size known
 }
 
-// fp8's TMA copies: only when every item streams at least kTmaMinTiles tiles, of unpadded rows that
-// start at even cache rows (contiguous) or in pages of 64 rows.
-TEST(Planner, KvTmaOnlyForLongItemsOfEvenRows) {
+// The TMA copies: only when every item streams at least kTmaMinTiles tiles, the map fits the cache,
+// and every whole tile starts at a multiple of the map's unit (fp8 row pairs: even rows; bf16 rows:
+// any row), contiguous or in pages of 64 rows.
+TEST(Planner, KvTmaOnlyForLongItemsOfWholeUnits) {
   constexpr int kTile = 64, kLong = kTmaMinTiles * kTile;
   std::vector<WorkItem> items = {
       {0, 0, kLong, -1, 0}, {1, 0, 2 * kLong, -1, kLong}, {2, kLong, 2 * kLong, 0, 3 * kLong}};
-  EXPECT_TRUE(kv_tma(items, kTile, true, 0));
-  EXPECT_TRUE(kv_tma(items, kTile, true, 64));
-  EXPECT_FALSE(kv_tma(items, kTile, false, 0)) << "padded rows";
-  EXPECT_FALSE(kv_tma(items, kTile, true, 16)) << "pages of 16 rows hold no whole tile";
-  EXPECT_FALSE(kv_tma(items, kTile, true, 1));
-  EXPECT_FALSE(kv_tma({}, kTile, true, 0));
-  items[1].kv_base = kLong + 1;  // an odd first row: its tiles would go row by row
-  EXPECT_FALSE(kv_tma(items, kTile, true, 0));
-  EXPECT_TRUE(kv_tma(items, kTile, true, 64)) << "paged: tiles start at page boundaries, kv_base is not a row";
+  for (int unit : {1, 2}) {
+    EXPECT_TRUE(kv_tma(items, kTile, unit, true, 0));
+    EXPECT_TRUE(kv_tma(items, kTile, unit, true, 64));
+    EXPECT_FALSE(kv_tma(items, kTile, unit, false, 0)) << "no map for this cache (fp8: padded rows)";
+    EXPECT_FALSE(kv_tma(items, kTile, unit, true, 16)) << "pages of 16 rows hold no whole tile";
+    EXPECT_FALSE(kv_tma(items, kTile, unit, true, 1));
+    EXPECT_FALSE(kv_tma({}, kTile, unit, true, 0));
+  }
+  EXPECT_FALSE(kv_tma(items, kTile, 0, true, 0)) << "no unit";
+  items[1].kv_base = kLong + 1;  // an odd first row: fp8's pair map cannot take its tiles whole
+  EXPECT_FALSE(kv_tma(items, kTile, 2, true, 0));
+  EXPECT_TRUE(kv_tma(items, kTile, 1, true, 0)) << "bf16's map is over rows";
+  EXPECT_TRUE(kv_tma(items, kTile, 2, true, 64)) << "paged: tiles start at page boundaries, kv_base is not a row";
   items[1].kv_base = kLong;
   items[2].kv_end -= 1;  // one item a token short of kTmaMinTiles tiles
-  EXPECT_FALSE(kv_tma(items, kTile, true, 0));
-  EXPECT_FALSE(kv_tma(items, kTile, true, 64));
+  for (int unit : {1, 2}) {
+    EXPECT_FALSE(kv_tma(items, kTile, unit, true, 0));
+    EXPECT_FALSE(kv_tma(items, kTile, unit, true, 64));
+  }
+}
+
+// bf16's wave condition: one wave, or a last wave under 85 % of the slots (132 here: 112.2).
+TEST(Planner, KvTmaWavesSkipNearlyFullLastWaves) {
+  constexpr int kSlots = 132;
+  EXPECT_TRUE(kv_tma_waves(1, kSlots));
+  EXPECT_TRUE(kv_tma_waves(128, kSlots));  // 64 × 8192: one wave
+  EXPECT_TRUE(kv_tma_waves(kSlots, kSlots));
+  EXPECT_TRUE(kv_tma_waves(kSlots + 1, kSlots));
+  EXPECT_TRUE(kv_tma_waves(196, kSlots));            // last wave 64
+  EXPECT_TRUE(kv_tma_waves(232, kSlots));            // last wave 100 (76 %)
+  EXPECT_TRUE(kv_tma_waves(kSlots + 112, kSlots));   // 84.8 %
+  EXPECT_FALSE(kv_tma_waves(kSlots + 113, kSlots));  // 85.6 %
+  EXPECT_FALSE(kv_tma_waves(256, kSlots));           // last wave 124 (94 %)
+  EXPECT_FALSE(kv_tma_waves(264, kSlots));           // two full waves
+  EXPECT_TRUE(kv_tma_waves(3 * kSlots + 10, kSlots));
+  EXPECT_FALSE(kv_tma_waves(1, 0));
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "host/planner.h"
 #include "host/problem_access.h"
 #include "host/validate.h"
+#include "kernels/sm90/bf16_stage.h"
 #include "kernels/sm90/fp8_stage.h"
 #include "kernels/sm90/launch.h"
 
@@ -76,29 +77,47 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return encode;
 }
 
-// fp8's pair map (the TMA kernel's DecodeParams::kv_pairs): the cache of unpadded 576-byte rows as
-// [rows / 2 × 1152] bytes, boxes of 32 pairs × 128 bytes, 128-byte swizzle (fp8_stage.h, namespace
-// pairs). Host work only (no device call), so run() stays asynchronous and capturable.
-Status encode_fp8_pairs(const Problem& p, sm90::TensorMap* map) {
+// The KV's tensor map for the TMA kernel of p's format (DecodeParams::kv_map): fp8, row pairs of
+// unpadded rows (fp8_stage.h, namespace pairs); bf16, rows at any stride (bf16_stage.h, namespace
+// boxes). False when the format has no TMA kernel or the cache does not fit a map: the TMA's
+// coordinates are 32-bit ints and its strides below 2^40 bytes.
+bool kv_map_shape(const Problem& p, sm90::TensorMapShape* shape) {
+  constexpr std::int64_t kMaxCoordinate = std::numeric_limits<std::int32_t>::max();
+  switch (p.kv.format) {
+    case KvFormat::fp8:
+      static_assert(sm90::fp8_stage::kRowBytes == kHeadDim, "fp8 rows are kHeadDim bytes");
+      if (p.kv.row_stride_bytes != kHeadDim || p.kv.rows < 2 || p.kv.rows / 2 > kMaxCoordinate) return false;
+      *shape = sm90::fp8_stage::pairs::map_shape(p.kv.rows);
+      return true;
+    case KvFormat::bf16:
+      static_assert(sm90::bf16_stage::kRowBytes == 2 * kHeadDim, "bf16 rows are 2 · kHeadDim bytes");
+      if (p.kv.rows < 1 || p.kv.rows > kMaxCoordinate || p.kv.row_stride_bytes >= (std::int64_t(1) << 40)) return false;
+      *shape = sm90::bf16_stage::boxes::map_shape(p.kv.rows, p.kv.row_stride_bytes);
+      return true;
+    case KvFormat::mxfp4:
+      return false;
+  }
+  return false;
+}
+
+// Encodes `shape` over p's cache: bytes, 128-byte swizzle, one copy a whole tile. Host work only (no
+// device call), so run() stays asynchronous and capturable.
+Status encode_kv_map(const Problem& p, const sm90::TensorMapShape& shape, sm90::TensorMap* map) {
   static_assert(sizeof(CUtensorMap) == sizeof(sm90::TensorMap) && alignof(sm90::TensorMap) >= alignof(CUtensorMap),
                 "TensorMap holds a CUtensorMap");
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (encode == nullptr) return {StatusCode::cuda_error, "cuTensorMapEncodeTiled is not available from the driver"};
-  namespace fs = sm90::fp8_stage::pairs;
-  static_assert(sm90::fp8_stage::kRowBytes == kHeadDim, "fp8 rows are kHeadDim bytes");
-  const fs::PairMapShape shape = fs::pair_map_shape(p.kv.rows);
-  // Three dimensions, so that one copy takes the tile: (byte of a box, pair, box), the boxes 128 bytes
-  // apart within a pair. A box {128, 32, 9} lands box-major: the pairs layout.
-  const cuuint64_t dims[3] = {shape.box_bytes, shape.pairs, cuuint64_t(fs::kBoxes)};
-  const cuuint64_t strides[2] = {shape.pair_stride_bytes, shape.box_bytes};
-  const cuuint32_t box[3] = {shape.box_bytes, shape.box_pairs, std::uint32_t(fs::kBoxes)};
+  const cuuint64_t dims[3] = {shape.dims[0], shape.dims[1], shape.dims[2]};
+  const cuuint64_t strides[2] = {shape.strides[0], shape.strides[1]};
+  const cuuint32_t box[3] = {shape.box[0], shape.box[1], shape.box[2]};
   const cuuint32_t element_strides[3] = {1, 1, 1};
   CUtensorMap m;
   const CUresult r = encode(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(p.kv.data), dims, strides, box,
                             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
-    return {StatusCode::cuda_error, "cuTensorMapEncodeTiled failed for the fp8 cache: error " + std::to_string(int(r))};
+    return {StatusCode::cuda_error, "cuTensorMapEncodeTiled failed for the " + std::string(to_string(p.kv.format)) +
+                                        " cache: error " + std::to_string(int(r))};
   }
   std::memcpy(map, &m, sizeof(m));
   return Status::success();
@@ -202,9 +221,12 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   pl.device_sms = sms;
   pl.cluster_size = cluster;
   pl.kv_evict_first = kv_evict_first(pl.total_kv * kv_row_bytes(p.kv.format), l2_bytes, p.s_q);
+  sm90::TensorMapShape map{};
   pl.kv_tma =
-      p.kv.format == KvFormat::fp8 &&
-      kv_tma(items, sm90::decode_tile_tokens(p.kv.format), p.kv.row_stride_bytes == kHeadDim, p.paging.page_size) &&
+      kv_tma(items, sm90::decode_tile_tokens(p.kv.format), p.kv.format == KvFormat::fp8 ? 2 : 1, kv_map_shape(p, &map),
+             p.paging.page_size) &&
+      sm90::has_tma_kernel(p.kv.format, sm90::decode_variant(pl.grid, pl.num_work_items, pl.tokens_per_split)) &&
+      (p.kv.format != KvFormat::bf16 || kv_tma_waves(pl.grid, sms * sm90::decode_ctas_per_sm(p.kv.format))) &&
       tensor_map_encoder() != nullptr;
   pl.host_work_list = std::make_shared<const std::vector<WorkItem>>(std::move(items));
   *out = pl;
@@ -231,13 +253,14 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   d.ctas = plan.grid;
   d.max_item_tokens = plan.tokens_per_split;
   d.kv_evict_first = plan.kv_evict_first;
-  // fp8 with unpadded rows: whole tiles from even rows by TMA when the plan says so (any other tile
+  // Whole tiles by TMA when the plan says so and the kernel has a TMA instantiation (any other tile
   // goes by cp.async in that kernel too).
-  // (The map's pair coordinate is a 32-bit int.)
-  d.kv_tma = plan.kv_tma && p.kv.format == KvFormat::fp8 && p.kv.row_stride_bytes == kHeadDim && p.kv.rows >= 2 &&
-             p.kv.rows / 2 <= std::numeric_limits<std::int32_t>::max();
+  sm90::TensorMapShape map{};
+  d.kv_tma = plan.kv_tma &&
+             sm90::has_tma_kernel(p.kv.format, sm90::decode_variant(d.ctas, d.num_items, d.max_item_tokens)) &&
+             kv_map_shape(p, &map);
   if (d.kv_tma) {
-    const Status s = encode_fp8_pairs(p, &d.kv_pairs);
+    const Status s = encode_kv_map(p, map, &d.kv_map);
     if (!s.ok()) return s;
   }
   const auto* host_items = static_cast<const std::vector<WorkItem>*>(plan.host_work_list.get());

@@ -11,6 +11,11 @@
 //               the copies of tile t + 2 are issued in three parts among tile t's S steps; every
 //               kernel comes in two instantiations, the KV copies under an L2 evict-first policy
 //               or without one (DecodeParams::kv_evict_first; fp8 and MXFP4 alike)
+//   or, in the TMA kernel (plans of long items, Plan::kv_tma; one item per CTA):
+//   global ──one TMA per whole tile──▶ bf16 stage in the box layout (bf16_stage.h: 9 boxes of 64 rows
+//                             × 128 B, the TMA's 128-byte swizzle = the same XOR by row % 8), issued
+//                             by thread 0 at the top of tile t for tile t + 2; stages complete on
+//                             mbarriers; partial tiles and pages of < 64 rows go row by row
 //   S  = Q·Kᵀ   mma.sync m16n8k16, M = the 16 heads exactly; warp (tg, kh) = (w % 4, w / 4)
 //               owns tokens [16tg, 16tg+16) × dims [288kh, 288kh+288), its Q fragments held
 //               in registers for the whole item; the two dim halves meet in shared memory
@@ -27,6 +32,7 @@
 #include <span>
 
 #include "kernels/common/softmax_state.h"
+#include "kernels/sm90/bf16_stage.h"
 #include "kernels/sm90/cluster_merge.h"
 #include "kernels/sm90/decode_params.h"
 #include "kernels/sm90/launch.h"
@@ -90,9 +96,16 @@ struct alignas(128) Smem {
   alignas(16) float s_part[2][kNumHeads][Sh::kSPitch];             // S partials of the two dim halves
   float factor[kNumHeads];                                         // this tile's rescale of O per head
   float inv_l[kNumHeads];                                          // final 1/l (× value scale) per head
-  float cluster_lse[kNumHeads];  // cluster mode: this CTA's partial LSE, written before stage 0 is free
+  float cluster_lse[kNumHeads];    // cluster mode: this CTA's partial LSE, written before stage 0 is free
+  std::uint64_t full[T::kStages];  // TMA kernel: stage s holds tile j (j ≡ s mod 3): phase j / kStages
 };
-static_assert(sizeof(Smem<KvFormat::bf16>) <= 227 * 1024, "bf16 shared memory over the 227 KB limit");
+// The TMA kernel aligns its stages to the 128-byte swizzle's 1,024-byte period at run time.
+template <bool kTma>
+constexpr std::size_t kSmemBytes = sizeof(Smem<KvFormat::bf16>) + (kTma ? bf16_stage::boxes::kSwizzleAlign : 0);
+static_assert(kSmemBytes<true> <= 227 * 1024, "bf16 shared memory over the 227 KB limit");
+static_assert(sizeof(Smem<KvFormat::bf16>::raw[0]) == bf16_stage::kBytes && kPitch == bf16_stage::kRowBytes &&
+                  Traits<KvFormat::bf16>::kTile == bf16_stage::kRows,
+              "bf16_stage.h describes this stage");
 static_assert(sizeof(Smem<KvFormat::bf16>::raw[0]) >= sizeof(ClusterExchange),
               "cluster mode: the exchange fits stage 0");
 // P (bf16, 16 heads × 64 tokens) lives in the tile's own stage: row h's last 128 bytes hold the
@@ -101,6 +114,14 @@ constexpr int kPChunk0 = kValueDim * 2 / 16;  // first rope chunk (64)
 static_assert(kPChunk0 + Traits<KvFormat::bf16>::kTile * 2 / 16 == kPitch / 16, "P rows fill the rope chunks");
 __device__ __forceinline__ std::uint8_t* p_at(std::uint8_t (*kv)[kPitch], int h, int b) {
   return kv[h] + swz(h, kPChunk0 + b / 16) + b % 16;
+}
+// The same byte in the TMA kernel's box layout (bf16_stage.h, namespace boxes): P is box 8.
+__device__ __forceinline__ std::uint8_t* p_at_boxes(std::uint8_t (*kv)[kPitch], int h, int b) {
+  return &kv[0][0] + bf16_stage::boxes::kv_offset(h, kPChunk0 + b / 16) + b % 16;
+}
+template <bool kTma>
+__device__ __forceinline__ std::uint8_t* p_byte(std::uint8_t (*kv)[kPitch], int h, int b) {
+  return kTma ? p_at_boxes(kv, h, b) : p_at(kv, h, b);
 }
 
 // D += A·B, m16n8k16, bf16 inputs, fp32 accumulators.
@@ -114,8 +135,8 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)
 }
 
 // kEvictFirst: the KV copies go under the L2 evict-first policy (DecodeParams::kv_evict_first), else
-// without a policy.
-template <KvFormat F, bool kEvictFirst>
+// without a policy. kTma: the TMA kernel's decoder (stages in the box layout; copy_tile_tma).
+template <KvFormat F, bool kEvictFirst, bool kTma = false>
 struct Decoder {
   using T = Traits<F>;
   using Sh = TileShape<T::kTile>;
@@ -154,13 +175,40 @@ struct Decoder {
 #pragma unroll
       for (int q = 0; q < (kChunks + 31) / 32; ++q) {
         if (lane + 32 * q < kChunks) {
-          cp_async16_kv<kEvictFirst>(&sm.raw[s][r][swz(r, lane + 32 * q)], ts.src[i] + 512 * q, bytes);
+          if constexpr (kTma) {  // no policy: ptxas 13.0 can mis-encode it next to TMA code (primitives.h)
+            cp_async16(&sm.raw[s][0][0] + bf16_stage::boxes::kv_offset(r, lane + 32 * q), ts.src[i] + 512 * q, bytes);
+          } else {
+            cp_async16_kv<kEvictFirst>(&sm.raw[s][r][swz(r, lane + 32 * q)], ts.src[i] + 512 * q, bytes);
+          }
         }
       }
     }
   }
   __device__ void load_tile(Smem<F>& sm, int s, int t0, int end) const {
     copy_rows(sm, s, sources(t0, end));
+  }
+  // The TMA kernel's copy of the same tile, counted on stage s's barrier (kThreads arrivals per
+  // phase): a whole tile of a contiguous cache or of one page of 64 rows (tiles start at multiples
+  // of 64 tokens: work items are cut on tile boundaries) by one tensor-map copy of thread 0, which
+  // announces the tile's bytes (DecodeParams::kv_map: 9 boxes of 64 rows × 128 bytes); any other
+  // tile row by row, each thread arriving once its copies landed.
+  __device__ void copy_tile_tma(Smem<F>& sm, int s, int t0, int end) const {
+    static_assert(kTma, "the TMA kernel's copy");
+    if (t0 + T::kTile <= end && (physical_row.contiguous() || p.page_shift >= 6)) {
+      if (threadIdx.x == 0) {
+        const int row = int(physical_row(t0));  // fits: run() takes the TMA only for rows ≤ INT32_MAX
+        // The stage's last reads and P's stores (generic proxy) are ordered before the copy (async
+        // proxy) by the CTA barrier every thread passed since, and this fence.
+        fence_proxy_async();
+        mbar_arrive_expect_tx(&sm.full[s], bf16_stage::kBytes);
+        tma_load_3d<kEvictFirst>(sm.raw[s], &p.kv_map, 0, row, 0, &sm.full[s]);  // all 9 boxes
+      } else {
+        mbar_arrive(&sm.full[s]);
+      }
+    } else {
+      copy_rows(sm, s, sources(t0, end));
+      cp_async_arrive(&sm.full[s]);
+    }
   }
 };
 
@@ -169,8 +217,8 @@ __device__ __forceinline__ std::int64_t row_base_of(const DecodeParams& p, const
   return KvRowMap(p, w).base();
 }
 // The decoder of a request whose row base is `base` (row_base_of).
-template <KvFormat F, bool kEvictFirst>
-__device__ __forceinline__ Decoder<F, kEvictFirst> decoder_at(const DecodeParams& p, std::int64_t base) {
+template <KvFormat F, bool kEvictFirst, bool kTma = false>
+__device__ __forceinline__ Decoder<F, kEvictFirst, kTma> decoder_at(const DecodeParams& p, std::int64_t base) {
   return {p, KvRowMap(p, KvRowMap::KnownBase{}, base)};
 }
 __device__ __forceinline__ int tiles_of(const WorkItem& w) {
@@ -201,7 +249,10 @@ __device__ __forceinline__ void q_fragments(std::uint32_t (&qa)[kKSteps][4], std
 // kWalk: each CTA walks items blockIdx.x, + gridDim.x, … (more items than CTAs); without it each CTA
 // takes one item and the walking code compiles away. kOneTile: one item per CTA, of at most one tile
 // (launch_decode checks DecodeParams::max_item_tokens): no copies after the prologue's (perf-notes v78).
-template <KvFormat F, bool kWalk, bool kOneTile, bool kEvictFirst>
+// kTma: one item per CTA, whole tiles by TMA into the box layout (Plan::kv_tma, perf-notes v115;
+// launched only with DecodeParams::kv_map): the stages complete on mbarriers instead of cp.async
+// groups, and the next tile's copy goes out at the top of the tile. Q still arrives by cp.async.
+template <KvFormat F, bool kWalk, bool kOneTile, bool kEvictFirst, bool kTma = false>
 __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_constant__ DecodeParams p) {
   using T = Traits<F>;
   using Sh = TileShape<T::kTile>;
@@ -209,8 +260,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   static_assert(kTile == kTileTokens, "the tile cursor counts tiles of kTileTokens");
   static_assert(T::kStages == 3 && kNumHeads <= kTile,
                 "an item's Q rides in the stage of the tile before its first (stage 2 for the CTA's first item)");
+  static_assert(!(kTma && (kWalk || kOneTile)), "the TMA kernel is the general one: one item per CTA");
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
-  Smem<F>& sm = *reinterpret_cast<Smem<F>*>(smem_raw);
+  const std::uint32_t align = kTma ? -smem_addr(smem_raw) & (bf16_stage::boxes::kSwizzleAlign - 1) : 0;
+  Smem<F>& sm = *reinterpret_cast<Smem<F>*>(smem_raw + align);
 
   launch_dependents();  // the combine grid's launch latency hides behind this kernel
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -222,6 +275,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   // item.request is a q row v = b · s_q + i (its KV range already cut to token i's causal length).
   WorkItem item = kWalk ? p.items[blockIdx.x] : work_item(p, int(blockIdx.x));  // (walking lists are long)
   std::int64_t base = row_base_of(p, item);                                     // rows of the item's request
+  if constexpr (kTma) {
+    if (threadIdx.x < T::kStages) mbar_init(&sm.full[threadIdx.x], kThreads);
+    mbar_init_fence();
+    __syncthreads();
+  }
   // Q of the first item (16 rows × 1152 bytes) joins the first tile's copy group, in stage 2.
   {
     const uint4* q = q_chunks(p, item.request);
@@ -232,16 +290,28 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
     if ((!kOneTile || s == 0) && s < tiles_of(item)) {
-      decoder_at<F, kEvictFirst>(p, base).load_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
+      if constexpr (kTma) {
+        decoder_at<F, kEvictFirst, true>(p, base).copy_tile_tma(sm, s, item.kv_begin + s * kTile, item.kv_end);
+      } else {
+        decoder_at<F, kEvictFirst>(p, base).load_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
+      }
     }
     cp_async_commit();
   }
   cp_async_wait<T::kStages - 2>();
-  __syncthreads();  // Q (and tile 0) landed
+  __syncthreads();  // Q (and, but for the TMA kernel, tile 0) landed
 
   const float logit_scale = p.logit_scale;
   std::uint32_t qa[kKSteps][4];  // A fragments of Q for this warp's 288 dims (the current item's)
   q_fragments(qa, sm.raw[2], kh, lane);
+  // The TMA kernel's ldmatrix offsets in the box layout (bf16_stage.h): S's for k steps ≡ m mod 4,
+  // P·V's for n-tile pair jj; the rest of each address is a constant of the unrolled loops.
+  int s_off[4], v_off[4];
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    s_off[m] = kTma ? bf16_stage::boxes::s_base(lane, tg, kh, m) : 0;
+    v_off[m] = kTma ? bf16_stage::boxes::v_base(lane, warp, m) : 0;
+  }
   int j = 0;           // tile index in the CTA's sequence: stage j % kStages
   bool drain = false;  // the item's first tiles went out out of order: wait for every copy group
 
@@ -260,7 +330,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     for (int t = 0; t < num_tiles; ++t, ++j) {
       const int stage = j % T::kStages;
       const int t0 = item.kv_begin + t * kTile;
-      if (kWalk && drain) {
+      if constexpr (kTma) {
+        mbar_wait(&sm.full[stage], (j / T::kStages) & 1);
+      } else if (kWalk && drain) {
         cp_async_wait<0>();
         drain = false;
       } else {
@@ -275,11 +347,16 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       if (kWalk && !own && load_next) issued |= 1u << k_next;
       const Decoder<F, kEvictFirst> dec = decoder_at<F, kEvictFirst>(p, !kWalk || own ? base : next_base);
       typename Decoder<F, kEvictFirst>::Sources next_src{};
-      if (load_next) {
+      const int next_stage = (j + T::kStages - 1) % T::kStages;
+      if constexpr (kTma) {  // the whole copy now: one instruction of thread 0 for a whole tile
+        if (load_next) {
+          decoder_at<F, kEvictFirst, true>(p, base).copy_tile_tma(sm, next_stage, item.kv_begin + ahead * kTile,
+                                                                  item.kv_end);
+        }
+      } else if (load_next) {
         next_src = !kWalk || own ? dec.sources(item.kv_begin + ahead * kTile, item.kv_end)
                                  : dec.sources(next.kv_begin + k_next * kTile, next.kv_end);
       }
-      const int next_stage = (j + T::kStages - 1) % T::kStages;
       std::uint8_t(*kv)[kPitch] = sm.raw[stage];  // the bf16 tile (its rope chunks then hold P)
 
       // S partial over this warp's dims for tokens [16tg, 16tg+16): four independent chains.
@@ -291,14 +368,19 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
           for (int np = 0; np < Sh::kNTiles / 2; ++np) {
             std::uint32_t b[4];
-            const int r = Sh::kTokensS * tg + 16 * np + lane % 8 + (lane / 16) * 8;
-            ldmatrix_x4(b, &kv[r][swz(r, (kh * kHalfDims + ((lane / 8) % 2) * 8) / 8 + 2 * k)]);
+            if constexpr (kTma) {
+              ldmatrix_x4(b, &kv[0][0] + bf16_stage::boxes::kBoxStride * (k / 4) + bf16_stage::boxes::k16Rows * np +
+                                 s_off[k % 4]);
+            } else {
+              const int r = Sh::kTokensS * tg + 16 * np + lane % 8 + (lane / 16) * 8;
+              ldmatrix_x4(b, &kv[r][swz(r, (kh * kHalfDims + ((lane / 8) % 2) * 8) / 8 + 2 * k)]);
+            }
             mma_bf16(acc[k % kChains][2 * np], qa[k], b[0], b[1]);
             mma_bf16(acc[k % kChains][2 * np + 1], qa[k], b[2], b[3]);
           }
           // Tile j + 2's copies go out in three parts among the S steps (behind their ldmatrix).
           static_assert(kKSteps > 12 && Sh::kRowsPerWarp == 8, "the copy split: rows 0-2, 3-5, 6-7 at k = 0, 6, 12");
-          if (load_next) {
+          if (!kTma && load_next) {
             if (k == 0) dec.template copy_rows<0, 3>(sm, next_stage, next_src);
             if (k == 6) dec.template copy_rows<3, 6>(sm, next_stage, next_src);
             if (k == 12) dec.template copy_rows<6, 8>(sm, next_stage, next_src);
@@ -354,7 +436,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
         st.add(sum);
 #pragma unroll
         for (int i = 0; i < kN; i += 4) {
-          *reinterpret_cast<uint2*>(p_at(kv, sh, 2 * (kN * si + i))) =
+          *reinterpret_cast<uint2*>(p_byte<kTma>(kv, sh, 2 * (kN * si + i))) =
               make_uint2(bf16x2_rn(pv[i], pv[i + 1]), bf16x2_rn(pv[i + 2], pv[i + 3]));
         }
         if (si == 0) sm.factor[sh] = f;
@@ -373,12 +455,16 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
       for (int kk = 0; kk < kTile / 16; ++kk) {
         std::uint32_t a[4];
-        ldmatrix_x4(a, p_at(kv, lane % 16, kk * 32 + (lane / 16) * 16));
+        ldmatrix_x4(a, p_byte<kTma>(kv, lane % 16, kk * 32 + (lane / 16) * 16));
         const int vr = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
 #pragma unroll
         for (int jj = 0; jj < 4; ++jj) {  // two n8 tiles per ldmatrix
           std::uint32_t b[4];
-          ldmatrix_x4_trans(b, &kv[vr][swz(vr, warp * 8 + 2 * jj + lane / 16)]);
+          if constexpr (kTma) {
+            ldmatrix_x4_trans(b, &kv[0][0] + bf16_stage::boxes::k16Rows * kk + v_off[jj]);
+          } else {
+            ldmatrix_x4_trans(b, &kv[vr][swz(vr, warp * 8 + 2 * jj + lane / 16)]);
+          }
           mma_bf16(o[2 * jj], a, b[0], b[1]);
           mma_bf16(o[2 * jj + 1], a, b[2], b[3]);
         }
@@ -512,13 +598,14 @@ int max_active_decode_clusters(const DecodeKernel& k, int n) {
   return clusters;
 }
 
-// bf16's kernels: one item per CTA, walking several (kWalk), or one item of one tile (kOneTile); the
-// KV copies under the evict-first policy or without one.
-template <bool kWalk, bool kOneTile = false>
+// bf16's kernels: one item per CTA, walking several (kWalk), or one item of one tile (kOneTile), or
+// one item per CTA with whole tiles by TMA (kTma); the KV copies under the evict-first policy or
+// without one.
+template <bool kWalk, bool kOneTile = false, bool kTma = false>
 DecodeKernel bf16_kernel_info(bool evict_first) {
-  return {evict_first ? decode_kernel<KvFormat::bf16, kWalk, kOneTile, true>
-                      : decode_kernel<KvFormat::bf16, kWalk, kOneTile, false>,
-          kThreads, sizeof(Smem<KvFormat::bf16>), 1, kPartialsF16};
+  return {evict_first ? decode_kernel<KvFormat::bf16, kWalk, kOneTile, true, kTma>
+                      : decode_kernel<KvFormat::bf16, kWalk, kOneTile, false, kTma>,
+          kThreads, kSmemBytes<kTma>, 1, kPartialsF16};
 }
 
 using Variant = DecodeVariant;
@@ -531,7 +618,7 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, b
     case KvFormat::bf16:
       switch (v) {
         case Variant::general:
-          break;
+          return tma ? bf16_kernel_info<false, false, true>(evict_first) : bf16_kernel_info<false>(evict_first);
         case Variant::walking:
           return bf16_kernel_info<true>(evict_first);
         case Variant::one_tile:
@@ -586,7 +673,7 @@ bool decode_partials_f16(KvFormat format) {
 cudaError_t prepare_decode(KvFormat format) {
   for (Variant v : kVariants) {
     for (bool evict_first : {false, true}) {  // fp8, MXFP4: walking = general
-      for (bool tma : {false, true}) {        // fp8's general kernel only
+      for (bool tma : {false, true}) {        // the general kernels of bf16 and fp8 only
         const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first, tma));
         if (e != cudaSuccess) return e;
       }

@@ -151,7 +151,7 @@ struct TileSource {
   const std::uint8_t* src[4];  // dense: src[0] = this thread's first piece (tile byte 16·tid); else this lane's rows
   unsigned valid;              // rows: bit i = row i holds a token (< end)
   bool dense;
-  int pair;  // kTma: the tile's first row pair in DecodeParams::kv_pairs when it goes by TMA, else −1
+  int pair;  // kTma: the tile's first row pair in DecodeParams::kv_map when it goes by TMA, else −1
 };
 constexpr int kDensePieces = kTile * Traits::kRowBytes / 16 / kThreads;  // 18 per thread
 static_assert(kTile * Traits::kRowBytes % (16 * kThreads) == 0 && kDensePieces % 3 == 0,
@@ -197,7 +197,7 @@ __device__ __forceinline__ void copy_tile(Smem& sm, const DecodeParams& p, int s
         // by the CTA barrier every thread passed since, and this fence.
         fence_proxy_async();
         mbar_arrive_expect_tx(&sm.full[s], fp8_stage::kBytes);
-        tma_load_3d<kEvictFirst>(stage, &p.kv_pairs, 0, ts.pair, 0, &sm.full[s]);  // all 9 boxes
+        tma_load_3d<kEvictFirst>(stage, &p.kv_map, 0, ts.pair, 0, &sm.full[s]);  // all 9 boxes
       }
     } else if (kPart == 2) {
       mbar_arrive(&sm.full[s]);
@@ -383,7 +383,7 @@ __device__ __forceinline__ void v_fragments(const Smem& sm, int stage, int grp,
 // ── the kernel ──────────────────────────────────────────────────────────────────────────────────
 // kShort: every item has at most one tile (launch_decode checks DecodeParams::max_item_tokens): the
 // prologue's copy is the only one, and the tile loop holds no copy code (perf-notes v76).
-// kTma: whole tiles by TMA into the pairs layout (Plan::kv_tma: launched only with DecodeParams::kv_pairs).
+// kTma: whole tiles by TMA into the pairs layout (Plan::kv_tma: launched only with DecodeParams::kv_map).
 static_assert(kShortItemTokens == (Traits::kStages - 1) * kTile, "short items: the tiles the prologue copies");
 template <bool kShort, bool kEvictFirst, bool kTma>
 __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "host/planner.h"
+#include "mla/mla.h"
 
 namespace mla::sm90 {
 
@@ -27,6 +28,13 @@ enum class DecodeVariant { general, walking, one_tile };
 constexpr DecodeVariant decode_variant(int ctas, int num_items, int max_item_tokens) {
   if (ctas < num_items) return DecodeVariant::walking;
   return max_item_tokens <= kShortItemTokens ? DecodeVariant::one_tile : DecodeVariant::general;
+}
+
+// Whether the kernel that `format` launches for variant v has a TMA instantiation (Plan::kv_tma picks
+// it): the general kernels of bf16 and fp8. The walking and one-tile kernels, and MXFP4's, copy by
+// cp.async whatever the plan says.
+constexpr bool has_tma_kernel(KvFormat format, DecodeVariant v) {
+  return format != KvFormat::mxfp4 && v == DecodeVariant::general;
 }
 
 // A CUtensorMap's 128 bytes (cuda.h stays out of this header: the planner and its tests include it
@@ -58,15 +66,17 @@ struct DecodeParams {
   int cluster;           // 0: partials to the workspace (combine.cu); n: clusters of n CTAs, one per q
                          // row, item k of the row on rank k, merged in the cluster (cluster_merge.h)
   bool kv_evict_first;   // the KV read under an L2 evict-first policy (Plan::kv_evict_first)
-  bool kv_tma;           // fp8: the TMA kernel, with kv_pairs (Plan::kv_tma; in kv_evict_first's padding)
+  bool kv_tma;           // the TMA kernel (has_tma_kernel), with kv_map (Plan::kv_tma; in kv_evict_first's padding)
   int max_item_tokens;   // ≥ every item's kv_end − kv_begin (tokens_per_split): picks the one-tile kernel
   int num_param_items;   // num_items when the items are in param_items too (≤ kParamItems), else 0
   WorkItem param_items[kParamItems];  // [num_param_items] = items[0, num_param_items)
   // Last, so that the fields every kernel's start reads keep their places (perf-notes v110d).
-  // fp8 with kv_tma: the cache as [kv_rows / 2 × 1152] bytes (row pairs), boxes of 32 pairs ×
-  // 128 bytes, 128-byte swizzle (fp8_stage.h, namespace pairs); the TMA kernel copies each whole
-  // tile that starts at an even row by one TMA, any other tile row by row.
-  TensorMap kv_pairs;
+  // With kv_tma, the cache as a 3-D tensor map whose one copy is a whole tile, landing in the TMA
+  // kernel's stage layout (128-byte swizzle): fp8, [rows / 2 × 1152] bytes of row pairs, boxes of 32
+  // pairs × 128 bytes (fp8_stage.h, namespace pairs); bf16, [rows × 1152] bytes, row_stride apart,
+  // boxes of 64 rows × 128 bytes (bf16_stage.h, namespace boxes). The TMA kernel copies each whole
+  // tile that starts at a multiple of the map's unit by one TMA, any other tile row by row.
+  TensorMap kv_map;
 };
 
 struct CombineParams {

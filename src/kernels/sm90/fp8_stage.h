@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "kernels/common/host_device.h"
+#include "kernels/sm90/tensor_map_shape.h"
 
 namespace mla::sm90::fp8_stage {
 
@@ -68,18 +69,13 @@ constexpr int kSwizzleAlign = 1024;             // the 128-byte swizzle's patter
 static_assert(kPairBytes % kBoxBytes == 0, "whole boxes per pair");
 static_assert(kBoxes * kBoxStride == kBytes, "the boxes are the tile, no padding");
 
-// The pair map's geometry (backend.cu encodes it; DecodeParams::kv_pairs): the cache of unpadded
-// rows as [rows / 2 × 1152] bytes, pair y starting at row 2y's first byte; one box is a tile's
-// 32 pairs × 128 bytes.
-struct PairMapShape {
-  std::uint64_t pair_bytes;         // the inner dimension, bytes
-  std::uint64_t pairs;              // the outer dimension
-  std::uint64_t pair_stride_bytes;  // bytes from pair y to pair y + 1
-  std::uint32_t box_bytes, box_pairs;
-};
-MLA_HD constexpr PairMapShape pair_map_shape(std::int64_t rows) {
-  return {std::uint64_t(kPairBytes), std::uint64_t(rows / 2), std::uint64_t(kPairBytes), std::uint32_t(kBoxBytes),
-          std::uint32_t(kPairs)};
+// The pair map's geometry (backend.cu encodes it into DecodeParams::kv_map): the cache of unpadded
+// rows as (byte of a box, pair, box), pair y starting at row 2y's first byte, the boxes 128 bytes
+// apart within a pair; one copy is a tile's 32 pairs × 128 bytes × 9 boxes, landing box-major.
+MLA_HD constexpr TensorMapShape map_shape(std::int64_t rows) {
+  return {{std::uint64_t(kBoxBytes), std::uint64_t(rows / 2), std::uint64_t(kBoxes)},
+          {std::uint64_t(kPairBytes), std::uint64_t(kBoxBytes)},
+          {std::uint32_t(kBoxBytes), std::uint32_t(kPairs), std::uint32_t(kBoxes)}};
 }
 
 // Byte offset of 16-byte chunk c of tile row r.

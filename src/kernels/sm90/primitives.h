@@ -93,6 +93,11 @@ __device__ __forceinline__ void mbar_init_fence() {
 __device__ __forceinline__ void cp_async_arrive(std::uint64_t* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
+// Orders this thread's earlier shared-memory accesses (generic proxy) before its later async-proxy
+// ones (TMA copies, wgmma operand reads).
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
 // One 3-D tensor-map copy (TMA) global → shared: the box at element coordinates (x, y, z) of `map` (a
 // __grid_constant__ parameter) to `dst`, counted on `bar` as transaction bytes; under the KV's L2
 // policy when kEvictFirst.

@@ -1,0 +1,92 @@
+// The shared-memory layouts of one 64-token bf16 tile in decode.cu — plain arithmetic, host and
+// device, so that the unit tests (tests/unit/test_bf16_stage.cpp) check them without a GPU.
+//
+// cp.async kernels: rows of 1,152 bytes, one after another; 16-byte chunk c of row r at
+// row_offset(r, c) = 1152r + 16·(c ^ (r % 8)). The XOR keeps each 128-byte line whole and puts the
+// 8 rows of an ldmatrix matrix (one chunk, rows r0 .. r0 + 7) in 8 distinct bank groups.
+//
+// The TMA kernel (plans of long items, Plan::kv_tma) takes namespace `boxes` instead: the tile cut
+// into 9 boxes of 64 rows × 128 bytes, box-major — box b holds bytes 128b .. 128b + 127 of every row,
+// 8 KB — with the chunks of row r XOR-swizzled by r % 8. That is what one 3-D tensor-map copy with
+// the 128-byte swizzle writes (inner 128 bytes, 64 rows, 9 boxes 128 bytes apart) at a 1,024-byte
+// aligned address: the XOR key stays r % 8, only the strides change (row 128 bytes, box 8 KB).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/host_device.h"
+#include "kernels/sm90/tensor_map_shape.h"
+
+namespace mla::sm90::bf16_stage {
+
+constexpr int kRowBytes = 1152;  // bf16 KV row: 576 dims
+constexpr int kRows = 64;        // tokens per tile
+constexpr int kChunks = kRowBytes / 16;
+constexpr int kBytes = kRows * kRowBytes;
+
+// Byte offset of 16-byte chunk c of tile row r (cp.async kernels).
+MLA_HD constexpr int row_offset(int r, int c) {
+  return r * kRowBytes + 16 * (c ^ (r & 7));
+}
+
+namespace boxes {
+
+constexpr int kBoxBytes = 128;                 // a box's width: the 128-byte swizzle's span
+constexpr int kBoxes = kRowBytes / kBoxBytes;  // 9
+constexpr int kBoxStride = kRows * kBoxBytes;  // 8,192 bytes per box
+constexpr int kSwizzleAlign = 1024;            // the 128-byte swizzle's pattern repeats every 1,024 bytes
+static_assert(kRowBytes % kBoxBytes == 0 && kBoxes * kBoxStride == kBytes, "whole boxes, no padding");
+static_assert(kBoxStride % kSwizzleAlign == 0, "every box starts a swizzle period");
+constexpr int k16Rows = 16 * kBoxBytes;  // 16 rows further in every box: an m16 / k16 step of the ldmatrix
+
+// Byte offset of 16-byte chunk c of tile row r.
+MLA_HD constexpr int kv_offset(int r, int c) {
+  return kBoxStride * (c >> 3) + kBoxBytes * r + 16 * ((c & 7) ^ (r & 7));
+}
+// A model of the TMA's 128-byte swizzle: byte `a` of the box-major image (box z, row r, byte x at
+// 8192z + 128r + x) lands at a with its 16-byte chunk bits (4–6) XORed by bits 7–9 (the 128-byte
+// line's index mod 8). kv_offset must agree with it (the unit tests).
+MLA_HD constexpr int tma_swizzle(int a) {
+  return a ^ (((a >> 7) & 7) << 4);
+}
+MLA_HD constexpr int tma_offset(int r, int byte) {
+  return tma_swizzle(kBoxStride * (byte / kBoxBytes) + kBoxBytes * r + byte % kBoxBytes);
+}
+
+// The tensor map's geometry (backend.cu encodes it into DecodeParams::kv_map): the cache as
+// (byte of a box, row, box), rows `row_stride` bytes apart (padding allowed), the boxes 128 bytes
+// apart within a row; one copy is a tile's 64 rows × 128 bytes × 9 boxes, landing box-major.
+MLA_HD constexpr TensorMapShape map_shape(std::int64_t rows, std::int64_t row_stride) {
+  return {{std::uint64_t(kBoxBytes), std::uint64_t(rows), std::uint64_t(kBoxes)},
+          {std::uint64_t(row_stride), std::uint64_t(kBoxBytes)},
+          {std::uint32_t(kBoxBytes), std::uint32_t(kRows), std::uint32_t(kBoxes)}};
+}
+
+// ldmatrix of the K fragments (S = Q·Kᵀ): warp (tg, kh) reads rows 16tg + 16np + lane % 8 +
+// 8·(lane / 16), chunk 36kh + 2k + (lane / 8) % 2 for k step k (0..17). With k = 4a + m the offset is
+// 8192a + 2048np (constants of the unrolled loops) plus s_base(lane, tg, kh, m): four values per
+// thread.
+MLA_HD constexpr int s_row(int lane, int tg) {
+  return 16 * tg + lane % 8 + 8 * (lane / 16);
+}
+MLA_HD constexpr int s_base(int lane, int tg, int kh, int m) {
+  return kv_offset(s_row(lane, tg), 36 * kh + 2 * m + (lane / 8) % 2);
+}
+MLA_HD constexpr int s_offset(int lane, int tg, int kh, int np, int k) {
+  return kBoxStride * (k / 4) + k16Rows * np + s_base(lane, tg, kh, k % 4);
+}
+// ldmatrix.trans of the V fragments (O += P·V): warp w reads rows 16kk + lane % 8 + 8·((lane / 8) % 2),
+// chunk 8w + 2jj + lane / 16 — box w. The offset is 2048kk plus v_base(lane, w, jj): four values per
+// thread.
+MLA_HD constexpr int v_row(int lane) {
+  return lane % 8 + 8 * ((lane / 8) % 2);
+}
+MLA_HD constexpr int v_base(int lane, int warp, int jj) {
+  return kv_offset(v_row(lane), 8 * warp + 2 * jj + lane / 16);
+}
+MLA_HD constexpr int v_offset(int lane, int warp, int kk, int jj) {
+  return k16Rows * kk + v_base(lane, warp, jj);
+}
+
+}  // namespace boxes
+}  // namespace mla::sm90::bf16_stage

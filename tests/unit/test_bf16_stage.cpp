@@ -1,0 +1,105 @@
+// The bf16 kernels' shared-memory tile layouts (src/kernels/sm90/bf16_stage.h; the TMA kernel's in
+// namespace boxes): each a bijection onto the stage, conflict-free for every access the kernel
+// issues (16-byte accesses: 8 per wavefront), the TMA kernel's precomputed addresses equal to
+// kv_offset, and the box layout exactly what a tensor-map copy with the 128-byte swizzle writes.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/sm90/bf16_stage.h"
+#include "stage_checks.h"
+
+namespace mla::sm90::bf16_stage {
+namespace {
+
+using stage_checks::conflict_free;
+
+TEST(Bf16Stage, BothLayoutsAreBijectionsOntoTheStage) {
+  stage_checks::expect_bijection(kRows, kChunks, [](int r, int c) { return row_offset(r, c); });
+  stage_checks::expect_bijection(kRows, kChunks, [](int r, int c) { return boxes::kv_offset(r, c); });
+}
+
+TEST(Bf16Stage, BothLayoutsAreConflictFree) {
+  stage_checks::expect_ldmatrix_and_row_copies_conflict_free(kRows, kChunks,
+                                                             [](int r, int c) { return row_offset(r, c); });
+  stage_checks::expect_ldmatrix_and_row_copies_conflict_free(kRows, kChunks,
+                                                             [](int r, int c) { return boxes::kv_offset(r, c); });
+}
+
+// Without the XOR, the 8 rows of an ldmatrix matrix would share one bank group in either layout:
+// the conflict checks can fail.
+TEST(Bf16Stage, UnswizzledRowsWouldConflict) {
+  std::vector<int> rows, box_rows;
+  for (int i = 0; i < 8; ++i) {
+    rows.push_back(i * kRowBytes);
+    box_rows.push_back(i * boxes::kBoxBytes);
+  }
+  EXPECT_FALSE(conflict_free(rows));
+  EXPECT_FALSE(conflict_free(box_rows));
+}
+
+// Every byte of the tile lands where the TMA's 128-byte swizzle puts it (boxes of 64 rows × 128
+// bytes at 1,024-byte aligned addresses), so TMA-copied and row-by-row tiles mix.
+TEST(Bf16StageBoxes, KvOffsetIsWhatTheTmaWrites) {
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < kChunks; ++c) {
+      for (int b = 0; b < 16; b += 15) {
+        ASSERT_EQ(boxes::kv_offset(r, c) + b, boxes::tma_offset(r, 16 * c + b)) << r << ", " << c << ", " << b;
+      }
+    }
+  }
+  // The model: chunk bits XOR the 128-byte line's index mod 8, within each 1,024-byte period.
+  EXPECT_EQ(boxes::tma_swizzle(0), 0);
+  EXPECT_EQ(boxes::tma_swizzle(128), 128 + 16);
+  EXPECT_EQ(boxes::tma_swizzle(7 * 128 + 16 * 7 + 3), 7 * 128 + 3);
+  EXPECT_EQ(boxes::tma_swizzle(1024 + 128), 1024 + 128 + 16);
+}
+
+// The map backend.cu encodes: a row of the cache is 9 boxes of 128 bytes, rows a stride apart
+// (padded rows too), the whole cache; one copy is the tile.
+TEST(Bf16StageBoxes, MapCoversTheCacheRowsExactly) {
+  for (std::int64_t stride : {std::int64_t(kRowBytes), std::int64_t(kRowBytes + 16), std::int64_t(2048)}) {
+    for (std::int64_t rows : {std::int64_t(1), std::int64_t(64), std::int64_t(4097), std::int64_t(1) << 22}) {
+      const TensorMapShape m = boxes::map_shape(rows, stride);
+      EXPECT_EQ(m.dims[1], std::uint64_t(rows));
+      EXPECT_EQ(m.strides[0], std::uint64_t(stride)) << "row y starts at byte stride · y";
+      EXPECT_EQ(m.strides[1], std::uint64_t(boxes::kBoxBytes)) << "the boxes of a row are 128 bytes apart";
+      EXPECT_EQ(m.dims[0] * m.dims[2], std::uint64_t(kRowBytes)) << "the boxes are the whole row";
+      EXPECT_EQ(m.box[0], m.dims[0]);
+      EXPECT_EQ(m.box[2], m.dims[2]);
+      EXPECT_EQ(m.box[1], std::uint32_t(kRows));
+      EXPECT_EQ(std::uint64_t(m.box[0]) * m.box[1] * m.box[2], std::uint64_t(kBytes))
+          << "the stage's transaction bytes";
+    }
+  }
+}
+
+// The kernel's ldmatrix addresses (decode.cu: row and chunk as the cp.async kernels compute them)
+// equal kv_offset: S for warp (tg, kh) = (w % 4, w / 4), k steps 0..17; P·V for warp w, kk 0..3.
+TEST(Bf16StageBoxes, KernelAddressesAreKvOffset) {
+  for (int warp = 0; warp < 8; ++warp) {
+    const int tg = warp % 4, kh = warp / 4;
+    for (int lane = 0; lane < 32; ++lane) {
+      const int r = 16 * tg + lane % 8 + (lane / 16) * 8;
+      ASSERT_EQ(boxes::s_row(lane, tg), r);
+      for (int k = 0; k < 18; ++k) {
+        const int chunk = (kh * 288 + ((lane / 8) % 2) * 8) / 8 + 2 * k;
+        EXPECT_EQ(boxes::s_offset(lane, tg, kh, 0, k), boxes::kv_offset(r, chunk)) << lane << ", " << k;
+        if (r + 16 < kRows) {  // np = 1 (tiles of more tokens per S warp): 16 rows further
+          EXPECT_EQ(boxes::s_offset(lane, tg, kh, 1, k), boxes::kv_offset(r + 16, chunk)) << lane << ", " << k;
+        }
+      }
+      for (int kk = 0; kk < 4; ++kk) {
+        const int vr = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+        for (int jj = 0; jj < 4; ++jj) {
+          EXPECT_EQ(boxes::v_offset(lane, warp, kk, jj), boxes::kv_offset(vr, warp * 8 + 2 * jj + lane / 16))
+              << lane << ", " << kk << ", " << jj;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mla::sm90::bf16_stage
