@@ -142,10 +142,11 @@ bool kv_tma_waves(int ctas, int slots) {
   return std::int64_t(100) * last < std::int64_t(kTmaFullWavePercent) * slots;
 }
 
-bool kv_tma(std::span<const WorkItem> items, int tile_tokens, int unit_rows, bool map_fits, int page_size) {
+bool kv_tma(std::span<const WorkItem> items, int tile_tokens, int min_tiles, int unit_rows, bool map_fits,
+            int page_size) {
   if (items.empty() || !map_fits || unit_rows < 1 || (page_size != 0 && page_size < 64)) return false;
   for (const WorkItem& it : items) {
-    if (it.kv_end - it.kv_begin < std::int64_t(kTmaMinTiles) * tile_tokens) return false;
+    if (it.kv_end - it.kv_begin < std::int64_t(min_tiles) * tile_tokens) return false;
     if (page_size == 0 && (std::int64_t(it.kv_base) + it.kv_begin) % unit_rows != 0) return false;
   }
   return true;

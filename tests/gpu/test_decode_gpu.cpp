@@ -546,10 +546,10 @@ TEST(GpuDecode, KvL2PolicyChangesNoResult) {
   }
 }
 
-// Whole tiles by TMA (Plan::kv_tma; fp8: perf-notes v113, bf16: v115): plan() picks it when every work
-// item streams at least 64 tiles (here 132 rows of 8192 tokens: fp8 splits each in two 64-tile items
-// merged in clusters of 2, bf16 takes each whole), and the run matches the reference and is
-// bit-identical to the cp.async kernel's.
+// Whole tiles by TMA (Plan::kv_tma; fp8: perf-notes v113, bf16: v115, v116): plan() picks it when every
+// work item streams at least 64 tiles (fp8) or 24 (bf16) (here 132 rows of 8192 tokens: fp8 splits each in two 64-tile
+// items merged in clusters of 2, bf16 takes each whole), and the run matches the reference and is bit-identical to the
+// cp.async kernel's.
 TEST(GpuDecode, LongItemsCopyWholeTilesByTma) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : {KvFormat::fp8, KvFormat::bf16}) {
@@ -563,7 +563,7 @@ TEST(GpuDecode, LongItemsCopyWholeTilesByTma) {
     ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
     EXPECT_TRUE(pl.kv_tma) << describe(pl);
     EXPECT_NE(describe(pl).find("kv_copy=tma"), std::string::npos) << describe(pl);
-    EXPECT_GE(pl.tokens_per_split, 64 * kTmaMinTiles) << describe(pl);
+    EXPECT_GE(pl.tokens_per_split, 64 * (f == KvFormat::fp8 ? kTmaMinTilesFp8 : kTmaMinTilesBf16)) << describe(pl);
     Plan copies = pl;
     copies.kv_tma = false;
     expect_plans_agree(gc, in, pl, copies, spec.name() + ": TMA and cp.async copies");
@@ -599,7 +599,7 @@ TEST(GpuDecode, KvTmaChangesNoResult) {
       ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
       EXPECT_FALSE(pl.kv_tma) << describe(pl);
       EXPECT_NE(describe(pl).find("kernel=general"), std::string::npos) << describe(pl);
-      EXPECT_LT(pl.tokens_per_split, 64 * kTmaMinTiles) << describe(pl);
+      EXPECT_LT(pl.tokens_per_split, 64 * kTmaMinTilesBf16) << describe(pl);
       for (bool evict_first : {false, true}) {
         Plan tma = pl;
         tma.kv_tma = true;
