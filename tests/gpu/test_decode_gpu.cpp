@@ -575,15 +575,17 @@ TEST(GpuDecode, LongItemsCopyWholeTilesByTma) {
 // one-tile ones), bf16 with 40 (more would walk, and the walking kernel has no TMA instantiation);
 // empty and one-token requests, partial last tiles, items that start at odd cache rows (fp8's go row
 // by row, bf16's map is over rows), pages of 64 rows (whole tiles by TMA) and 16 rows (row by row),
-// padded rows (fp8: the cp.async kernel; bf16: by TMA, the map's row stride), and both L2 policies:
-// every run bit-identical to plan()'s and matching the reference.
+// padded rows (fp8: the cp.async kernel; bf16: by TMA, the map's row stride), 2 and 3 query tokens
+// per request (items cut to each token's causal length), and both L2 policies: every run
+// bit-identical to plan()'s and matching the reference.
 TEST(GpuDecode, KvTmaChangesNoResult) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   struct Shape {
-    int page, padding;
+    int page, padding, s_q;
   };
   for (KvFormat f : {KvFormat::fp8, KvFormat::bf16}) {
-    for (Shape sh : {Shape{0, 0}, Shape{64, 0}, Shape{16, 0}, Shape{0, 32}}) {
+    for (Shape sh :
+         {Shape{0, 0, 1}, Shape{64, 0, 1}, Shape{16, 0, 1}, Shape{0, 32, 1}, Shape{0, 0, 2}, Shape{64, 0, 3}}) {
       CaseSpec spec;
       const std::int32_t lens[] = {1001, 700, 129, 320, 0, 200, 64, 1};  // from row 1001 on, starts odd and even
       for (int b = 0; b < (f == KvFormat::fp8 ? 280 : 40); ++b) spec.kv_lens.push_back(lens[b % 8]);
@@ -591,8 +593,9 @@ TEST(GpuDecode, KvTmaChangesNoResult) {
       spec.dist = Distribution::peaked;
       spec.page_size = sh.page;
       spec.row_padding = sh.padding;
+      spec.s_q = sh.s_q;
       spec.spare_rows = 64;
-      spec.seed = 211 + sh.page + sh.padding;
+      spec.seed = 211 + sh.page + sh.padding + sh.s_q;
       const HostInputs in = make_inputs(spec);
       GpuCase gc;
       Plan pl;
