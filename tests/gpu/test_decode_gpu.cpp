@@ -617,6 +617,28 @@ TEST(GpuDecode, KvTmaChangesNoResult) {
   }
 }
 
+// The TMA flag set where nothing can take it: a cache of fewer rows than a tile (run() encodes no map)
+// whose items all fit one tile (the one-tile kernels have no TMA instantiation), in every format
+// (MXFP4 has no TMA kernel at all): run() succeeds and the results are plan()'s.
+TEST(GpuDecode, KvTmaOnTinyCachesAndMxfp4ChangesNoResult) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (KvFormat f : kFormats) {
+    CaseSpec spec;
+    spec.kv_lens = {10, 33, 1};
+    spec.format = f;
+    spec.seed = 117;
+    const HostInputs in = make_inputs(spec);
+    ASSERT_LT(in.kv_rows, 64);
+    GpuCase gc;
+    Plan pl;
+    ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
+    EXPECT_FALSE(pl.kv_tma) << describe(pl);
+    Plan tma = pl;
+    tma.kv_tma = true;
+    expect_plans_agree(gc, in, pl, tma, spec.name() + ": TMA flag on a tiny cache");
+  }
+}
+
 // Malformed problems are rejected by plan() before anything is launched: the poisoned output
 // stays NaN.
 TEST(GpuDecode, MalformedInputsRejectedBeforeLaunch) {

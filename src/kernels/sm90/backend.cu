@@ -80,18 +80,22 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 // The KV's tensor map for the TMA kernel of p's format (DecodeParams::kv_map): fp8, row pairs of
 // unpadded rows (fp8_stage.h, namespace pairs); bf16, rows at any stride (bf16_stage.h, namespace
 // boxes). False when the format has no TMA kernel or the cache does not fit a map: the TMA's
-// coordinates are 32-bit ints and its strides below 2^40 bytes.
+// coordinates are 32-bit ints and its strides below 2^40 bytes, and a cache of fewer rows than one
+// tile holds no whole tile (every tile then goes by cp.async in any case).
 bool kv_map_shape(const Problem& p, sm90::TensorMapShape* shape) {
   constexpr std::int64_t kMaxCoordinate = std::numeric_limits<std::int32_t>::max();
+  constexpr std::int64_t kTileRows = 64;
+  static_assert(sm90::fp8_stage::kRows == kTileRows && sm90::bf16_stage::kRows == kTileRows, "tiles of 64 rows");
+  if (p.kv.rows < kTileRows) return false;
   switch (p.kv.format) {
     case KvFormat::fp8:
       static_assert(sm90::fp8_stage::kRowBytes == kHeadDim, "fp8 rows are kHeadDim bytes");
-      if (p.kv.row_stride_bytes != kHeadDim || p.kv.rows < 2 || p.kv.rows / 2 > kMaxCoordinate) return false;
+      if (p.kv.row_stride_bytes != kHeadDim || p.kv.rows / 2 > kMaxCoordinate) return false;
       *shape = sm90::fp8_stage::pairs::map_shape(p.kv.rows);
       return true;
     case KvFormat::bf16:
       static_assert(sm90::bf16_stage::kRowBytes == 2 * kHeadDim, "bf16 rows are 2 · kHeadDim bytes");
-      if (p.kv.rows < 1 || p.kv.rows > kMaxCoordinate || p.kv.row_stride_bytes >= (std::int64_t(1) << 40)) return false;
+      if (p.kv.rows > kMaxCoordinate || p.kv.row_stride_bytes >= (std::int64_t(1) << 40)) return false;
       *shape = sm90::bf16_stage::boxes::map_shape(p.kv.rows, p.kv.row_stride_bytes);
       return true;
     case KvFormat::mxfp4:
