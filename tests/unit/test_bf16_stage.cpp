@@ -50,10 +50,10 @@ TEST(Bf16StageBoxes, KvOffsetIsWhatTheTmaWrites) {
     }
   }
   // The model: chunk bits XOR the 128-byte line's index mod 8, within each 1,024-byte period.
-  EXPECT_EQ(boxes::tma_swizzle(0), 0);
-  EXPECT_EQ(boxes::tma_swizzle(128), 128 + 16);
-  EXPECT_EQ(boxes::tma_swizzle(7 * 128 + 16 * 7 + 3), 7 * 128 + 3);
-  EXPECT_EQ(boxes::tma_swizzle(1024 + 128), 1024 + 128 + 16);
+  EXPECT_EQ(tma_swizzle_128b(0), 0);
+  EXPECT_EQ(tma_swizzle_128b(128), 128 + 16);
+  EXPECT_EQ(tma_swizzle_128b(7 * 128 + 16 * 7 + 3), 7 * 128 + 3);
+  EXPECT_EQ(tma_swizzle_128b(1024 + 128), 1024 + 128 + 16);
 }
 
 // The map backend.cu encodes: a row of the cache is 9 boxes of 128 bytes, rows a stride apart

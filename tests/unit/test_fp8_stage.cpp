@@ -71,7 +71,7 @@ TEST(Fp8StagePairs, KvOffsetIsABijectionOntoTheStage) {
 // The layout is the one a tensor-map copy with the 128-byte swizzle writes (boxes of 32 row pairs ×
 // 128 bytes, at 1,024-byte aligned addresses), so TMA-copied and row-by-row tiles mix.
 TEST(Fp8StagePairs, KvOffsetIsWhatTheTmaWrites) {
-  static_assert(pairs::kBoxStride % pairs::kSwizzleAlign == 0, "every box starts a swizzle period");
+  static_assert(pairs::kBoxStride % kSwizzleAlign == 0, "every box starts a swizzle period");
   for (int r = 0; r < kRows; ++r) {
     for (int c = 0; c < kChunks; ++c) {
       ASSERT_EQ(pairs::kv_offset(r, c), pairs::tma_offset(r / 2, kRowBytes * (r % 2) + 16 * c)) << r << ", " << c;

@@ -34,7 +34,6 @@ namespace boxes {
 constexpr int kBoxBytes = 128;                 // a box's width: the 128-byte swizzle's span
 constexpr int kBoxes = kRowBytes / kBoxBytes;  // 9
 constexpr int kBoxStride = kRows * kBoxBytes;  // 8,192 bytes per box
-constexpr int kSwizzleAlign = 1024;            // the 128-byte swizzle's pattern repeats every 1,024 bytes
 static_assert(kRowBytes % kBoxBytes == 0 && kBoxes * kBoxStride == kBytes, "whole boxes, no padding");
 static_assert(kBoxStride % kSwizzleAlign == 0, "every box starts a swizzle period");
 constexpr int k16Rows = 16 * kBoxBytes;  // 16 rows further in every box: an m16 / k16 step of the ldmatrix
@@ -43,14 +42,10 @@ constexpr int k16Rows = 16 * kBoxBytes;  // 16 rows further in every box: an m16
 MLA_HD constexpr int kv_offset(int r, int c) {
   return kBoxStride * (c >> 3) + kBoxBytes * r + 16 * ((c & 7) ^ (r & 7));
 }
-// A model of the TMA's 128-byte swizzle: byte `a` of the box-major image (box z, row r, byte x at
-// 8192z + 128r + x) lands at a with its 16-byte chunk bits (4–6) XORed by bits 7–9 (the 128-byte
-// line's index mod 8). kv_offset must agree with it (the unit tests).
-MLA_HD constexpr int tma_swizzle(int a) {
-  return a ^ (((a >> 7) & 7) << 4);
-}
+// Where the TMA's 128-byte swizzle puts byte `byte` of row r: the box-major image (box z, row r,
+// byte x at 8192z + 128r + x), swizzled. kv_offset must agree with it (the unit tests).
 MLA_HD constexpr int tma_offset(int r, int byte) {
-  return tma_swizzle(kBoxStride * (byte / kBoxBytes) + kBoxBytes * r + byte % kBoxBytes);
+  return tma_swizzle_128b(kBoxStride * (byte / kBoxBytes) + kBoxBytes * r + byte % kBoxBytes);
 }
 
 // The tensor map's geometry (backend.cu encodes it into DecodeParams::kv_map): the cache as

@@ -101,7 +101,7 @@ struct alignas(128) Smem {
 };
 // The TMA kernel aligns its stages to the 128-byte swizzle's 1,024-byte period at run time.
 template <bool kTma>
-constexpr std::size_t kSmemBytes = sizeof(Smem<KvFormat::bf16>) + (kTma ? bf16_stage::boxes::kSwizzleAlign : 0);
+constexpr std::size_t kSmemBytes = sizeof(Smem<KvFormat::bf16>) + (kTma ? kSwizzleAlign : 0);
 static_assert(kSmemBytes<true> <= 227 * 1024, "bf16 shared memory over the 227 KB limit");
 static_assert(sizeof(Smem<KvFormat::bf16>::raw[0]) == bf16_stage::kBytes && kPitch == bf16_stage::kRowBytes &&
                   Traits<KvFormat::bf16>::kTile == bf16_stage::kRows,
@@ -197,11 +197,7 @@ struct Decoder {
     if (t0 + T::kTile <= end && (physical_row.contiguous() || p.page_shift >= 6)) {
       if (threadIdx.x == 0) {
         const int row = int(physical_row(t0));  // fits: run() takes the TMA only for rows ≤ INT32_MAX
-        // The stage's last reads and P's stores (generic proxy) are ordered before the copy (async
-        // proxy) by the CTA barrier every thread passed since, and this fence.
-        fence_proxy_async();
-        mbar_arrive_expect_tx(&sm.full[s], bf16_stage::kBytes);
-        tma_load_3d<kEvictFirst>(sm.raw[s], &p.kv_map, 0, row, 0, &sm.full[s]);  // all 9 boxes
+        tma_tile_copy<kEvictFirst>(sm.raw[s], &p.kv_map, row, bf16_stage::kBytes, &sm.full[s]);  // all 9 boxes
       } else {
         mbar_arrive(&sm.full[s]);
       }
@@ -262,8 +258,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
                 "an item's Q rides in the stage of the tile before its first (stage 2 for the CTA's first item)");
   static_assert(!(kTma && (kWalk || kOneTile)), "the TMA kernel is the general one: one item per CTA");
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
-  const std::uint32_t align = kTma ? -smem_addr(smem_raw) & (bf16_stage::boxes::kSwizzleAlign - 1) : 0;
-  Smem<F>& sm = *reinterpret_cast<Smem<F>*>(smem_raw + align);
+  Smem<F>& sm = *reinterpret_cast<Smem<F>*>(smem_raw + (kTma ? swizzle_align_bytes(smem_raw) : 0));
 
   launch_dependents();  // the combine grid's launch latency hides behind this kernel
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -290,10 +285,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
     if ((!kOneTile || s == 0) && s < tiles_of(item)) {
+      const Decoder<F, kEvictFirst, kTma> dec = decoder_at<F, kEvictFirst, kTma>(p, base);
       if constexpr (kTma) {
-        decoder_at<F, kEvictFirst, true>(p, base).copy_tile_tma(sm, s, item.kv_begin + s * kTile, item.kv_end);
+        dec.copy_tile_tma(sm, s, item.kv_begin + s * kTile, item.kv_end);
       } else {
-        decoder_at<F, kEvictFirst>(p, base).load_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
+        dec.load_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
       }
     }
     cp_async_commit();
@@ -345,14 +341,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       const bool own = ahead < num_tiles;
       const bool load_next = !kOneTile && (own || (kWalk && k_next < next_tiles));
       if (kWalk && !own && load_next) issued |= 1u << k_next;
-      const Decoder<F, kEvictFirst> dec = decoder_at<F, kEvictFirst>(p, !kWalk || own ? base : next_base);
-      typename Decoder<F, kEvictFirst>::Sources next_src{};
+      const Decoder<F, kEvictFirst, kTma> dec = decoder_at<F, kEvictFirst, kTma>(p, !kWalk || own ? base : next_base);
+      typename Decoder<F, kEvictFirst, kTma>::Sources next_src{};
       const int next_stage = (j + T::kStages - 1) % T::kStages;
       if constexpr (kTma) {  // the whole copy now: one instruction of thread 0 for a whole tile
-        if (load_next) {
-          decoder_at<F, kEvictFirst, true>(p, base).copy_tile_tma(sm, next_stage, item.kv_begin + ahead * kTile,
-                                                                  item.kv_end);
-        }
+        if (load_next) dec.copy_tile_tma(sm, next_stage, item.kv_begin + ahead * kTile, item.kv_end);
       } else if (load_next) {
         next_src = !kWalk || own ? dec.sources(item.kv_begin + ahead * kTile, item.kv_end)
                                  : dec.sources(next.kv_begin + k_next * kTile, next.kv_end);

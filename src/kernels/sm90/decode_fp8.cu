@@ -71,10 +71,10 @@ struct Smem {
 // The TMA kernel asks for kSwizzleAlign more and aligns the stages to it (the 128-byte swizzle
 // follows address bits 7..9).
 template <bool kTma>
-constexpr std::size_t kSmemBytes = sizeof(Smem) + (kTma ? fp8_stage::pairs::kSwizzleAlign : 0);
+constexpr std::size_t kSmemBytes = sizeof(Smem) + (kTma ? kSwizzleAlign : 0);
 static_assert(Traits::kCtasPerSm * (kSmemBytes<true> + 1024) <= 228 * 1024,
               "fp8: kCtasPerSm CTAs must fit one SM's shared memory");
-static_assert(offsetof(Smem, kv) == 0 && sizeof(Smem::kv[0]) % fp8_stage::pairs::kSwizzleAlign == 0,
+static_assert(offsetof(Smem, kv) == 0 && sizeof(Smem::kv[0]) % kSwizzleAlign == 0,
               "aligning the Smem aligns every stage");
 static_assert(sizeof(Smem::kv[0]) >= sizeof(ClusterExchange), "cluster mode: the exchange fits stage 0");
 static_assert(Traits::kCtasPerSm <= kMaxDecodeCtasPerSm, "the workspace is sized for kMaxDecodeCtasPerSm CTAs per SM");
@@ -192,13 +192,7 @@ __device__ __forceinline__ void copy_tile(Smem& sm, const DecodeParams& p, int s
   std::uint8_t* stage = sm.kv[s];
   if (kTma && ts.pair >= 0) {
     if (threadIdx.x == 0) {
-      if (kPart == 0) {
-        // The stage's last reads (ldmatrix, generic proxy) are ordered before the copy (async proxy)
-        // by the CTA barrier every thread passed since, and this fence.
-        fence_proxy_async();
-        mbar_arrive_expect_tx(&sm.full[s], fp8_stage::kBytes);
-        tma_load_3d<kEvictFirst>(stage, &p.kv_map, 0, ts.pair, 0, &sm.full[s]);  // all 9 boxes
-      }
+      if (kPart == 0) tma_tile_copy<kEvictFirst>(stage, &p.kv_map, ts.pair, fp8_stage::kBytes, &sm.full[s]);  // 9 boxes
     } else if (kPart == 2) {
       mbar_arrive(&sm.full[s]);
     }
@@ -391,8 +385,7 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   static_assert(!(kShort && kTma), "the one-tile kernel copies its tile by cp.async");
   using T = Traits;
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
-  const std::uint32_t align = kTma ? -smem_addr(smem_raw) & (fp8_stage::pairs::kSwizzleAlign - 1) : 0;
-  Smem& sm = *reinterpret_cast<Smem*>(smem_raw + align);
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw + (kTma ? swizzle_align_bytes(smem_raw) : 0));
   launch_dependents();  // the combine grid's launch latency hides behind this kernel
 
   const WorkItem item = work_item(p, int(blockIdx.x));

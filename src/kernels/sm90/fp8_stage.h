@@ -65,7 +65,6 @@ constexpr int kPairs = kRows / 2;               // 32
 constexpr int kBoxBytes = 128;                  // a box's width: the 128-byte swizzle's span
 constexpr int kBoxes = kPairBytes / kBoxBytes;  // 9
 constexpr int kBoxStride = kPairs * kBoxBytes;  // 4096 bytes per box
-constexpr int kSwizzleAlign = 1024;             // the 128-byte swizzle's pattern repeats every 1,024 bytes
 static_assert(kPairBytes % kBoxBytes == 0, "whole boxes per pair");
 static_assert(kBoxes * kBoxStride == kBytes, "the boxes are the tile, no padding");
 
@@ -83,10 +82,10 @@ MLA_HD constexpr int kv_offset(int r, int c) {
   const int p = r >> 1, x = 36 * (r & 1) + c;
   return kBoxStride * (x >> 3) + kBoxBytes * p + 16 * ((x & 7) ^ (p & 7));
 }
-// Where the TMA's 128-byte swizzle puts byte `byte` of pair p (box byte / 128, line p of the box,
-// 16-byte chunk XOR the line's index mod 8): kv_offset must agree with it (the unit tests).
+// Where the TMA's 128-byte swizzle puts byte `byte` of pair p: the box-major image (box z, pair p,
+// byte x at 4096z + 128p + x), swizzled. kv_offset must agree with it (the unit tests).
 MLA_HD constexpr int tma_offset(int p, int byte) {
-  return kBoxStride * (byte / kBoxBytes) + kBoxBytes * p + 16 * (((byte % kBoxBytes) / 16) ^ (p & 7)) + byte % 16;
+  return tma_swizzle_128b(kBoxStride * (byte / kBoxBytes) + kBoxBytes * p + byte % kBoxBytes);
 }
 // ldmatrix of the K fragments (S): lane's row 16w + lane % 8 + 8·((lane / 8) % 2), chunk k + lane / 16
 // for an even k. Its offset is 4096·(k / 8) (a constant of the unrolled step) plus k_base(lane, k % 8):

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/sm90/decode_params.h"
+#include "kernels/sm90/tensor_map_shape.h"
 
 namespace mla::sm90 {
 
@@ -121,6 +122,23 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const void* map, int x, i
 // This thread's arrival, announcing `bytes` of transactions (bulk copies) the phase also waits for.
 __device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+// A whole tile by one tensor-map copy, issued by one thread (the TMA kernels' thread 0): the box at
+// (0, y, 0) of `map` to the stage `dst`, its `bytes` announced on the stage's barrier `bar` with this
+// thread's arrival (the others arrive plainly). The stage's last generic-proxy accesses (ldmatrix
+// reads, P's stores) are ordered before the copy by the CTA barrier every thread passed since, and
+// the proxy fence here.
+template <bool kEvictFirst>
+__device__ __forceinline__ void tma_tile_copy(void* dst, const void* map, int y, std::uint32_t bytes,
+                                              std::uint64_t* bar) {
+  fence_proxy_async();
+  mbar_arrive_expect_tx(bar, bytes);
+  tma_load_3d<kEvictFirst>(dst, map, 0, y, 0, bar);
+}
+// Bytes from `smem` (dynamic shared memory) to its first multiple of kSwizzleAlign, where stages
+// written with the 128-byte swizzle start (the TMA kernels ask for kSwizzleAlign more).
+__device__ __forceinline__ std::uint32_t swizzle_align_bytes(const void* smem) {
+  return -smem_addr(smem) & (kSwizzleAlign - 1);
 }
 __device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
