@@ -57,7 +57,7 @@ class PreparedCase {
   const Plan& plan() const { return plan_; }
   // Overrides plan()'s choice of the KV's L2 policy (speed only; `mla bench --kv-l2`).
   void set_kv_evict_first(bool on) { plan_.kv_evict_first = on; }
-  // Overrides plan()'s choice of fp8's whole-tile copies (speed only; `mla bench --kv-copy`).
+  // Overrides plan()'s choice of bf16's and fp8's whole-tile copies (speed only; `mla bench --kv-copy`).
   void set_kv_tma(bool on) { plan_.kv_tma = on; }
   Backend backend() const { return backend_; }
 
