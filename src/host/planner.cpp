@@ -1,6 +1,8 @@
 #include "host/planner.h"
 
 #include <algorithm>
+#include <functional>
+#include <queue>
 
 namespace mla {
 namespace {
@@ -12,6 +14,37 @@ std::size_t align256(std::size_t x) {
 // Items a request of `len` tokens becomes with pieces of at most `chunk` tokens (an empty one: 1).
 std::int64_t pieces(std::int64_t len, std::int64_t chunk) {
   return std::max<std::int64_t>(1, (len + chunk - 1) / chunk);
+}
+
+// Every request b cut into pieces of at most chunks[b] tokens (a multiple of the tile; at least its
+// length keeps it whole), items longest first.
+WorkList work_list_from_chunks(std::span<const std::int32_t> kv_lengths, std::span<const std::int64_t> chunks,
+                               int tile) {
+  WorkList wl;
+  const int batch = int(kv_lengths.size());
+  wl.splits.assign(std::size_t(batch), RequestSplit{0, 0});
+  for (int b = 0; b < batch; ++b) {
+    const std::int64_t len = kv_lengths[std::size_t(b)], chunk = chunks[std::size_t(b)];
+    const std::int64_t n = pieces(len, chunk);
+    if (n == 1) {
+      wl.items.push_back({b, 0, std::int32_t(len), -1});
+      continue;
+    }
+    // n nearly equal pieces, each a multiple of the tile except possibly the last.
+    const std::int64_t per = ((len + n - 1) / n + tile - 1) / tile * tile;
+    wl.splits[std::size_t(b)] = {wl.num_partials, 0};
+    for (std::int64_t begin = 0; begin < len; begin += per) {
+      const std::int64_t end = std::min(len, begin + per);
+      wl.items.push_back({b, std::int32_t(begin), std::int32_t(end), wl.num_partials++});
+      ++wl.splits[std::size_t(b)].num_partials;
+    }
+    wl.max_request_partials = std::max(wl.max_request_partials, wl.splits[std::size_t(b)].num_partials);
+    ++wl.num_split_requests;
+  }
+  std::stable_sort(wl.items.begin(), wl.items.end(), [](const WorkItem& a, const WorkItem& b) {
+    return (a.kv_end - a.kv_begin) > (b.kv_end - b.kv_begin);
+  });
+  return wl;
 }
 
 }  // namespace
@@ -42,7 +75,6 @@ WorkspaceLayout cuda_workspace_layout(int batch, int s_q, int sms, int ctas_per_
 }
 
 WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_items, int tile) {
-  WorkList wl;
   const int batch = int(kv_lengths.size());
   std::int64_t total = 0;
   for (std::int32_t len : kv_lengths) total += len;
@@ -72,30 +104,88 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
     chunk = (total + target_items - 1) / target_items;
     chunk = std::max<std::int64_t>((chunk + tile - 1) / tile * tile, tile);
   }
+  std::vector<std::int64_t> chunks(std::size_t(batch), chunk);
+  WorkList wl = work_list_from_chunks(kv_lengths, chunks, tile);
   wl.tokens_per_split = int(std::min<std::int64_t>(chunk, 1 << 30));
-  wl.splits.assign(std::size_t(batch), RequestSplit{0, 0});
-  for (int b = 0; b < batch; ++b) {
-    const std::int64_t len = kv_lengths[std::size_t(b)];
-    const std::int64_t n = pieces(len, chunk);
-    if (n == 1) {
-      wl.items.push_back({b, 0, std::int32_t(len), -1});
-      continue;
-    }
-    // n nearly equal pieces, each a multiple of the tile except possibly the last.
-    const std::int64_t per = ((len + n - 1) / n + tile - 1) / tile * tile;
-    wl.splits[std::size_t(b)] = {wl.num_partials, 0};
-    for (std::int64_t begin = 0; begin < len; begin += per) {
-      const std::int64_t end = std::min(len, begin + per);
-      wl.items.push_back({b, std::int32_t(begin), std::int32_t(end), wl.num_partials++});
-      ++wl.splits[std::size_t(b)].num_partials;
-    }
-    wl.max_request_partials = std::max(wl.max_request_partials, wl.splits[std::size_t(b)].num_partials);
-    ++wl.num_split_requests;
-  }
-  std::stable_sort(wl.items.begin(), wl.items.end(), [](const WorkItem& a, const WorkItem& b) {
-    return (a.kv_end - a.kv_begin) > (b.kv_end - b.kv_begin);
-  });
   return wl;
+}
+
+std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile, int item_overhead_tiles) {
+  slots = std::max(slots, 1);
+  tile = std::max(tile, 1);
+  // Finish times of the busy slots, earliest on top; a slot takes the next item when it frees.
+  std::priority_queue<std::int64_t, std::vector<std::int64_t>, std::greater<>> free_at;
+  std::int64_t end = 0;
+  for (const WorkItem& it : items) {
+    std::int64_t start = 0;
+    if (int(free_at.size()) == slots) {
+      start = free_at.top();
+      free_at.pop();
+    }
+    const std::int64_t done = start + (std::int64_t(it.kv_end) - it.kv_begin + tile - 1) / tile + item_overhead_tiles;
+    free_at.push(done);
+    end = std::max(end, done);
+  }
+  return end;
+}
+
+WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items) {
+  WorkList best = build_work_list(kv_lengths, slots, tile);
+  const int batch = int(kv_lengths.size());
+  slots = std::max(slots, 1);
+  tile = std::max(tile, 1);
+  if (batch <= slots) return best;
+  const auto cost = [&](const WorkList& wl) {
+    return list_makespan(wl.items, slots, tile, kItemOverheadTiles) + (wl.num_split_requests > 0 ? kCombineTiles : 0);
+  };
+  const std::int64_t base = cost(best);
+  std::int64_t best_cost = base;
+  // Requests longest first (stably): the head keeps the longest whole.
+  std::vector<int> order(static_cast<std::size_t>(batch));
+  for (int b = 0; b < batch; ++b) order[std::size_t(b)] = b;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return kv_lengths[std::size_t(a)] > kv_lengths[std::size_t(b)]; });
+  constexpr std::int64_t kWhole = std::int64_t(1) << 40;
+  const int full_waves = batch / slots;
+  for (int waves = full_waves; waves >= std::max(0, full_waves - 1); --waves) {
+    const int head = waves * slots;
+    std::int64_t tail_tiles = 0;
+    for (int i = head; i < batch; ++i) {
+      tail_tiles =
+          std::max<std::int64_t>(tail_tiles, (kv_lengths[std::size_t(order[std::size_t(i)])] + tile - 1) / tile);
+    }
+    const auto tail_items = [&](std::int64_t chunk) {
+      std::int64_t n = 0;
+      for (int i = head; i < batch; ++i) n += pieces(kv_lengths[std::size_t(order[std::size_t(i)])], chunk);
+      return n;
+    };
+    for (int fill = 1; fill <= kTailWaves; ++fill) {
+      const std::int64_t cap = std::min<std::int64_t>(std::int64_t(fill) * slots, std::int64_t(max_items) - head);
+      if (tail_tiles < 2 || tail_items(tail_tiles * tile) > cap) continue;  // nothing to cut, or no room
+      // Smallest chunk (in tiles) whose tail pieces fit `fill` waves and the workspace.
+      std::int64_t lo = 1, hi = tail_tiles;
+      while (lo < hi) {
+        const std::int64_t mid = (lo + hi) / 2;
+        if (tail_items(mid * tile) <= cap)
+          hi = mid;
+        else
+          lo = mid + 1;
+      }
+      std::vector<std::int64_t> chunks(std::size_t(batch), kWhole);
+      for (int i = head; i < batch; ++i) chunks[std::size_t(order[std::size_t(i)])] = lo * tile;
+      WorkList wl = work_list_from_chunks(kv_lengths, chunks, tile);
+      const std::int64_t c = cost(wl);
+      // Only a clear gain replaces the even-share list (the model ignores DRAM's share of the time).
+      if (c < best_cost && std::int64_t(100) * c <= std::int64_t(100 - kMinGainPercent) * base) {
+        std::int32_t longest = 0;
+        for (const WorkItem& it : wl.items) longest = std::max(longest, it.kv_end - it.kv_begin);
+        wl.tokens_per_split = int((std::int64_t(longest) + tile - 1) / tile * tile);
+        best = std::move(wl);
+        best_cost = c;
+      }
+    }
+  }
+  return best;
 }
 
 int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, std::vector<WorkItem>* items) {

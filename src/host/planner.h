@@ -74,6 +74,27 @@ struct WorkList {
 // empty item. Items are ordered longest first so that stragglers start early.
 WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_items, int tile);
 
+// How long `items`, in their order, keep `slots` slots busy when each slot takes the next item as
+// it frees (the block scheduler's order for a grid of one CTA per item) and an item costs its tiles
+// of `tile` tokens plus `item_overhead_tiles` (its start, end and partial). In tiles.
+std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile, int item_overhead_tiles);
+
+// The CUDA plan's work list (perf-notes v117). build_work_list's, except when the requests
+// outnumber one wave of `slots` and its last wave leaves slots idle: then the longest requests stay
+// whole for the full waves (all of them, or one fewer) and the rest — the tail — are cut into the
+// fewest pieces that fit 1..kTailWaves waves, whichever of these lists has the shortest
+// list_makespan (kItemOverheadTiles per item, kCombineTiles once when requests are split), if it is
+// at least kMinGainPercent % shorter than build_work_list's. No list exceeds `max_items` items
+// (the workspace layout's). Example, 160 requests of 8192 tokens on 132 slots: 132 whole requests
+// and 28 in 4 pieces of 2048 (makespan 168 tiles) instead of 28 whole ones in a second wave (264).
+// The model counts tiles per slot, not DRAM: it overstates what partial waves cost a DRAM-bound
+// format, hence the margin.
+constexpr int kItemOverheadTiles = 4;
+constexpr int kCombineTiles = 2;
+constexpr int kTailWaves = 3;
+constexpr int kMinGainPercent = 5;
+WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items);
+
 // The CUDA backend's cluster mode (src/kernels/sm90/cluster_merge.h): every one of the `rows` q rows
 // gets n items — n the most pieces of a row rounded up to a power of two — item k of row r at
 // r·n + k with partial = k: the row's k-th piece, or an empty range [0, 0) past its last. A cluster

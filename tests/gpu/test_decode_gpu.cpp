@@ -570,6 +570,52 @@ TEST(GpuDecode, LongItemsCopyWholeTilesByTma) {
   }
 }
 
+// More query rows than one wave of decode slots, of long requests: plan() keeps the longest whole
+// for the full wave and cuts the rest (the tail) into pieces that fill the slots its second wave
+// would leave idle (balanced_work_list, perf-notes v117), merged by the combine. Per format,
+// contiguous and in pages of 16 rows, one and two query tokens, a few shorter requests among them
+// (partial tiles); the reference checks every request.
+TEST(GpuDecode, TailRequestsCutToFillTheLastWave) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  int sms = 0;
+  {
+    CaseSpec tiny = CaseSpec::uniform(1, 64, KvFormat::bf16);
+    const HostInputs in = make_inputs(tiny);
+    GpuCase gc;
+    Plan pl;
+    ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
+    sms = pl.device_sms;
+  }
+  struct Shape {
+    int page, s_q;
+  };
+  for (KvFormat f : kFormats) {
+    const int slots = sms * (f == KvFormat::bf16 ? 1 : 2), rows = slots + slots / 6;
+    for (Shape sh : {Shape{0, 1}, Shape{16, 1}, Shape{0, 2}}) {
+      CaseSpec spec;
+      spec.kv_lens.assign(std::size_t(rows / sh.s_q), 2048);
+      for (std::size_t b = 5; b < spec.kv_lens.size(); b += 41) spec.kv_lens[b] = 1999 - int(b);
+      spec.format = f;
+      spec.dist = Distribution::peaked;
+      spec.page_size = sh.page;
+      spec.s_q = sh.s_q;
+      spec.spare_rows = 64;
+      spec.seed = 331 + sh.page + sh.s_q;
+      GpuResult r;
+      ASSERT_NO_FATAL_FAILURE(run_case(spec, &r));
+      EXPECT_TRUE(r.cmp.ok()) << spec.name() << ": " << r.cmp.summary() << " | " << describe(r.plan);
+      EXPECT_EQ(r.cmp.nonfinite, 0) << spec.name();
+      EXPECT_TRUE(r.guards_ok) << spec.name();
+      // The tail (about a sixth of the rows) is cut, the rest stays whole.
+      EXPECT_GT(r.plan.num_split_requests, 0) << describe(r.plan);
+      EXPECT_LE(r.plan.num_split_requests, rows - slots + 1) << describe(r.plan);
+      EXPECT_GT(r.plan.num_work_items, rows) << describe(r.plan);
+      std::printf("  %-48s %s | %d items, %d rows split\n", spec.name().c_str(), r.cmp.summary().c_str(),
+                  r.plan.num_work_items, r.plan.num_split_requests);
+    }
+  }
+}
+
 // The TMA kernel where plan() would not pick it (the flag set by the caller), in each format's
 // general kernel: fp8 with 280 requests (more than its 264 slots, so items of up to 5 tiles, not
 // one-tile ones), bf16 with 40 (more would walk, and the walking kernel has no TMA instantiation);

@@ -15,13 +15,12 @@
 namespace mla {
 namespace {
 
-void check_work_list(const std::vector<std::int32_t>& lens, int target, int tile) {
-  SCOPED_TRACE("batch " + std::to_string(lens.size()) + " target " + std::to_string(target) + " tile " +
-               std::to_string(tile));
+// A work list of `lens` covers every token exactly once, longest item first, with consistent
+// partial slots, in at most `max_items` items.
+void check_list(const WorkList& wl, const std::vector<std::int32_t>& lens, int target, int tile, int max_items) {
   const int batch = int(lens.size());
-  const WorkList wl = build_work_list(lens, target, tile);
   ASSERT_EQ(wl.splits.size(), lens.size());
-  EXPECT_LE(int(wl.items.size()), batch + target);
+  EXPECT_LE(int(wl.items.size()), max_items);
   EXPECT_GT(wl.tokens_per_split, 0);
   EXPECT_EQ(wl.tokens_per_split % tile, 0);
 
@@ -95,6 +94,12 @@ void check_work_list(const std::vector<std::int32_t>& lens, int target, int tile
   }
 }
 
+void check_work_list(const std::vector<std::int32_t>& lens, int target, int tile) {
+  SCOPED_TRACE("batch " + std::to_string(lens.size()) + " target " + std::to_string(target) + " tile " +
+               std::to_string(tile));
+  check_list(build_work_list(lens, target, tile), lens, target, tile, int(lens.size()) + target);
+}
+
 TEST(Planner, CoversEveryTokenOnce) {
   const std::vector<std::vector<std::int32_t>> cases = {
       {0},
@@ -166,6 +171,107 @@ TEST(Planner, MaxRequestPartials) {
   EXPECT_EQ(small.max_request_partials, 0);
   for (const auto& lens : {std::vector<std::int32_t>(4, 1024), testing::ragged_lengths(40, 7)}) {
     for (int target : {8, 132, 264}) check_work_list(lens, target, 64);
+  }
+}
+
+// The block scheduler's model: each slot takes the next item as it frees; an item costs its tiles
+// (rounded up) plus the overhead, an empty one the overhead alone.
+TEST(Planner, ListMakespan) {
+  const auto items_of = [](std::vector<std::int32_t> lens) {
+    std::vector<WorkItem> v;
+    for (std::int32_t len : lens) v.push_back({0, 0, len, -1});
+    return v;
+  };
+  EXPECT_EQ(list_makespan(items_of({}), 2, 64, 4), 0);
+  EXPECT_EQ(list_makespan(items_of({128 * 64, 128 * 64, 128 * 64}), 2, 64, 0), 256);  // a second wave
+  EXPECT_EQ(list_makespan(items_of({128 * 64, 64 * 64, 64 * 64}), 2, 64, 0), 128);    // the halves share a slot
+  EXPECT_EQ(list_makespan(items_of({128 * 64, 64 * 64, 64 * 64}), 2, 64, 4), 136);    // 68 + 68
+  EXPECT_EQ(list_makespan(items_of({65, 1, 0}), 3, 64, 1), 3);                        // 2 tiles + 1
+  EXPECT_EQ(list_makespan(items_of({0, 0, 0}), 1, 64, 1), 3);
+  // In the list's order: a long item last runs after the others.
+  EXPECT_EQ(list_makespan(items_of({64, 64, 64 * 10}), 2, 64, 0), 11);
+}
+
+// Requests that outnumber a wave: the longest stay whole for the full waves, the tail is cut so that
+// its pieces fill the slots the last wave would leave idle.
+TEST(Planner, BalancedListFillsThePartlyEmptyLastWave) {
+  struct Case {
+    int batch, slots;
+    std::size_t whole, pieces;
+    std::int32_t piece;
+    std::int64_t makespan;  // kItemOverheadTiles = 4 per item
+  };
+  // 160 (bf16, 132 slots): 28 tail requests in 4 pieces (112 slots of the second wave); 196: 64 in 2;
+  // 330 (fp8 and MXFP4, 264 slots): 66 in 4.
+  for (const Case& c : {Case{160, 132, 132, 112, 2048, 132 + 36}, Case{196, 132, 132, 128, 4096, 132 + 68},
+                        Case{330, 264, 264, 264, 2048, 132 + 36}}) {
+    SCOPED_TRACE("batch " + std::to_string(c.batch) + " slots " + std::to_string(c.slots));
+    const std::vector<std::int32_t> lens(std::size_t(c.batch), 8192);
+    const int max_items = c.batch + c.slots;
+    const WorkList wl = balanced_work_list(lens, c.slots, 64, max_items);
+    check_list(wl, lens, c.slots, 64, max_items);
+    ASSERT_EQ(wl.items.size(), c.whole + c.pieces);
+    for (std::size_t i = 0; i < wl.items.size(); ++i) {
+      EXPECT_EQ(wl.items[i].kv_end - wl.items[i].kv_begin, i < c.whole ? 8192 : c.piece) << i;
+    }
+    EXPECT_EQ(wl.tokens_per_split, 8192);
+    EXPECT_EQ(wl.num_split_requests, c.batch - int(c.whole));
+    EXPECT_EQ(list_makespan(wl.items, c.slots, 64, kItemOverheadTiles), c.makespan);
+    EXPECT_EQ(list_makespan(build_work_list(lens, c.slots, 64).items, c.slots, 64, kItemOverheadTiles), 2 * 132);
+  }
+}
+
+// Where cutting gains less than kMinGainPercent — one wave, a full or nearly full last wave (the
+// suite's 256 × 8192 and 256 × 1024 on 132 slots), or many waves — the list is build_work_list's.
+TEST(Planner, BalancedListKeepsWhatCuttingCannotImprove) {
+  const auto same = [](const WorkList& a, const WorkList& b) {
+    if (a.items.size() != b.items.size() || a.tokens_per_split != b.tokens_per_split) return false;
+    for (std::size_t i = 0; i < a.items.size(); ++i) {
+      if (a.items[i].request != b.items[i].request || a.items[i].kv_begin != b.items[i].kv_begin ||
+          a.items[i].kv_end != b.items[i].kv_end || a.items[i].partial != b.items[i].partial) {
+        return false;
+      }
+    }
+    return true;
+  };
+  struct Case {
+    int batch, len, slots;
+  };
+  for (const Case& c :
+       {Case{256, 8192, 132}, Case{256, 1024, 132}, Case{232, 8192, 132}, Case{264, 8192, 132}, Case{256, 8192, 264},
+        Case{64, 8192, 132}, Case{4, 1024, 264}, Case{460, 8192, 264}, Case{4096, 1024, 132}, Case{1000, 64, 264}}) {
+    SCOPED_TRACE("batch " + std::to_string(c.batch) + " len " + std::to_string(c.len) + " slots " +
+                 std::to_string(c.slots));
+    const std::vector<std::int32_t> lens(std::size_t(c.batch), c.len);
+    const WorkList base = build_work_list(lens, c.slots, 64);
+    EXPECT_TRUE(same(balanced_work_list(lens, c.slots, 64, c.batch + c.slots), base));
+  }
+}
+
+// Any lengths: every token once, within the workspace's items, and never a longer makespan than
+// build_work_list's.
+TEST(Planner, BalancedListCoversEveryTokenOnce) {
+  std::vector<std::vector<std::int32_t>> cases = {
+      testing::ragged_lengths(300, 4),       testing::ragged_lengths(150, 5, 1 << 14),
+      testing::ragged_lengths(700, 6, 4096), {100000, 1, 0, 5, 8192, 8192, 8192},
+      std::vector<std::int32_t>(170, 100),
+  };
+  std::vector<std::int32_t> mixed(140, 8192);
+  for (std::size_t i = 0; i < mixed.size(); i += 3) mixed[i] = int(i % 7) * 1000;
+  cases.push_back(mixed);
+  for (const auto& lens : cases) {
+    for (int slots : {1, 8, 132, 264}) {
+      for (int tile : {16, 64}) {
+        SCOPED_TRACE("batch " + std::to_string(lens.size()) + " slots " + std::to_string(slots) + " tile " +
+                     std::to_string(tile));
+        const int max_items = int(lens.size()) + slots;
+        const WorkList wl = balanced_work_list(lens, slots, tile, max_items);
+        check_list(wl, lens, slots, tile, max_items);
+        const WorkList base = build_work_list(lens, slots, tile);
+        EXPECT_LE(list_makespan(wl.items, slots, tile, kItemOverheadTiles),
+                  list_makespan(base.items, slots, tile, kItemOverheadTiles));
+      }
+    }
   }
 }
 

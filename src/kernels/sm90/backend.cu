@@ -180,7 +180,8 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
     for (int i = 0; i < p.s_q; ++i) lengths[std::size_t(b) * p.s_q + i] = std::int32_t(visible_keys(len, p.s_q, i));
   }
   const int rows = int(p.total_q), slots = sms * sm90::decode_ctas_per_sm(p.kv.format);
-  const WorkList wl = build_work_list(lengths, slots, sm90::decode_tile_tokens(p.kv.format));
+  const WorkspaceLayout layout = cuda_layout(p.batch, p.s_q, sms);
+  const WorkList wl = balanced_work_list(lengths, slots, sm90::decode_tile_tokens(p.kv.format), layout.max_items);
   e = sm90::prepare_decode(p.kv.format);
   if (e != cudaSuccess) return cuda_fail("configuring the decode kernel", e);
   // Rows split in two merge inside clusters of 2 when every cluster can be resident at once; more
@@ -193,7 +194,6 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   if (cluster > 0 && sm90::decode_max_active_clusters(p.kv.format, cluster) < rows) cluster = 0;
   std::vector<WorkItem> items = cluster > 0 ? std::move(cluster_items) : wl.items;
   set_kv_bases(items, kv, p.s_q);
-  const WorkspaceLayout layout = cuda_layout(p.batch, p.s_q, sms);
   if (bytes < layout.total_bytes) {
     return {StatusCode::workspace_too_small,
             "workspace of " + std::to_string(bytes) + " bytes, plan needs " + std::to_string(layout.total_bytes)};
