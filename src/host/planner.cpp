@@ -140,6 +140,16 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   };
   const std::int64_t base = cost(best);
   std::int64_t best_cost = base;
+  // Only a clear gain replaces the even-share list (the model ignores DRAM's share of the time).
+  const auto consider = [&](WorkList wl) {
+    const std::int64_t c = cost(wl);
+    if (c >= best_cost || std::int64_t(100) * c > std::int64_t(100 - kMinGainPercent) * base) return;
+    std::int32_t longest = 0;
+    for (const WorkItem& it : wl.items) longest = std::max(longest, it.kv_end - it.kv_begin);
+    wl.tokens_per_split = int((std::int64_t(longest) + tile - 1) / tile * tile);
+    best = std::move(wl);
+    best_cost = c;
+  };
   // Requests longest first (stably): the head keeps the longest whole.
   std::vector<int> order(static_cast<std::size_t>(batch));
   for (int b = 0; b < batch; ++b) order[std::size_t(b)] = b;
@@ -171,17 +181,19 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
         else
           lo = mid + 1;
       }
-      std::vector<std::int64_t> chunks(std::size_t(batch), kWhole);
-      for (int i = head; i < batch; ++i) chunks[std::size_t(order[std::size_t(i)])] = lo * tile;
-      WorkList wl = work_list_from_chunks(kv_lengths, chunks, tile);
-      const std::int64_t c = cost(wl);
-      // Only a clear gain replaces the even-share list (the model ignores DRAM's share of the time).
-      if (c < best_cost && std::int64_t(100) * c <= std::int64_t(100 - kMinGainPercent) * base) {
-        std::int32_t longest = 0;
-        for (const WorkItem& it : wl.items) longest = std::max(longest, it.kv_end - it.kv_begin);
-        wl.tokens_per_split = int((std::int64_t(longest) + tile - 1) / tile * tile);
-        best = std::move(wl);
-        best_cost = c;
+      // The tail at chunk `lo`; then, when a finer chunk would overflow the cap, the longest tail
+      // requests at that finer chunk as far as the cap allows (e.g. 136 requests of 128 tiles,
+      // room for 400 pieces: 128 in thirds and 8 in halves, rather than all 136 in halves).
+      for (int mixed = 0; mixed <= (lo > 1 ? 1 : 0); ++mixed) {
+        std::vector<std::int64_t> chunks(std::size_t(batch), kWhole);
+        std::int64_t room = cap - tail_items(lo * tile);
+        for (int i = head; i < batch; ++i) {
+          const std::int32_t len = kv_lengths[std::size_t(order[std::size_t(i)])];
+          const bool finer = mixed == 1 && pieces(len, (lo - 1) * tile) - pieces(len, lo * tile) <= room;
+          if (finer) room -= pieces(len, (lo - 1) * tile) - pieces(len, lo * tile);
+          chunks[std::size_t(order[std::size_t(i)])] = (finer ? lo - 1 : lo) * tile;
+        }
+        consider(work_list_from_chunks(kv_lengths, chunks, tile));
       }
     }
   }

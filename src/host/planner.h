@@ -79,10 +79,11 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
 // of `tile` tokens plus `item_overhead_tiles` (its start, end and partial). In tiles.
 std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile, int item_overhead_tiles);
 
-// The CUDA plan's work list (perf-notes v117). build_work_list's, except when the requests
+// The CUDA plan's work list (perf-notes v117, v117b). build_work_list's, except when the requests
 // outnumber one wave of `slots` and its last wave leaves slots idle: then the longest requests stay
 // whole for the full waves (all of them, or one fewer) and the rest — the tail — are cut into the
-// fewest pieces that fit 1..kTailWaves waves, whichever of these lists has the shortest
+// fewest pieces that fit 1..kTailWaves waves (or, where the next finer cut would not fit, its
+// longest requests cut finer as far as it fits: v117b), whichever of these lists has the shortest
 // list_makespan (kItemOverheadTiles per item, kCombineTiles once when requests are split), if it is
 // at least kMinGainPercent % shorter than build_work_list's. No list exceeds `max_items` items
 // (the workspace layout's). Example, 160 requests of 8192 tokens on 132 slots: 132 whole requests

@@ -221,6 +221,21 @@ TEST(Planner, BalancedListFillsThePartlyEmptyLastWave) {
   }
 }
 
+// A tail whose finer cut would overflow the room: the longest tail requests take the finer cut as
+// far as the room allows. 400 × 8192 on 264 slots, room for 664 items: 264 whole, then 136 tail
+// requests that fit the room only in halves (272) — 128 of them in thirds and 8 in halves (400).
+TEST(Planner, BalancedListMixesTwoCutsWithinTheRoom) {
+  const std::vector<std::int32_t> lens(400, 8192);
+  const int slots = 264, max_items = 400 + 264;
+  const WorkList wl = balanced_work_list(lens, slots, 64, max_items);
+  check_list(wl, lens, slots, 64, max_items);
+  std::map<std::int32_t, int> sizes;
+  for (const WorkItem& it : wl.items) ++sizes[it.kv_end - it.kv_begin];
+  EXPECT_EQ(sizes, (std::map<std::int32_t, int>{{8192, 264}, {4096, 16}, {2752, 256}, {2688, 128}}));
+  EXPECT_EQ(wl.num_split_requests, 136);
+  EXPECT_EQ(list_makespan(wl.items, slots, 64, kItemOverheadTiles), 132 + 47 + 47);
+}
+
 // Where cutting gains less than kMinGainPercent — one wave, a full or nearly full last wave (the
 // suite's 256 × 8192 and 256 × 1024 on 132 slots), or many waves — the list is build_work_list's.
 TEST(Planner, BalancedListKeepsWhatCuttingCannotImprove) {
@@ -238,8 +253,8 @@ TEST(Planner, BalancedListKeepsWhatCuttingCannotImprove) {
     int batch, len, slots;
   };
   for (const Case& c :
-       {Case{256, 8192, 132}, Case{256, 1024, 132}, Case{232, 8192, 132}, Case{264, 8192, 132}, Case{256, 8192, 264},
-        Case{64, 8192, 132}, Case{4, 1024, 264}, Case{460, 8192, 264}, Case{4096, 1024, 132}, Case{1000, 64, 264}}) {
+       {Case{256, 8192, 132}, Case{256, 1024, 132}, Case{248, 8192, 132}, Case{264, 8192, 132}, Case{256, 8192, 264},
+        Case{64, 8192, 132}, Case{4, 1024, 264}, Case{466, 8192, 264}, Case{4096, 1024, 132}, Case{1000, 64, 264}}) {
     SCOPED_TRACE("batch " + std::to_string(c.batch) + " len " + std::to_string(c.len) + " slots " +
                  std::to_string(c.slots));
     const std::vector<std::int32_t> lens(std::size_t(c.batch), c.len);
