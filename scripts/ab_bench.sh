@@ -9,7 +9,8 @@
 #   usage: scripts/ab_bench.sh OUTDIR FORMATS [ROUNDS] [REPS] [SHAPES]
 #   e.g.   scripts/ab_bench.sh $OUT fp8 2 30      (on the device; carry [".deps", "ab_old.tar"])
 # AB_TEST_TREES="B x" runs the GPU tests of those trees only (default: every tree); AB_SANITIZE=1 adds
-# compute-sanitizer memcheck and racecheck of the small suite for each tested tree.
+# compute-sanitizer memcheck and racecheck of the small suite for each tested tree; AB_BENCH_ARGS
+# adds `mla bench` options for every tree (e.g. AB_BENCH_ARGS="--ragged").
 # Prints, per round and tree, each case's device µs (column 5 of the bench table), then a summary
 # per case (scripts/ab_table.py: every tree over the rounds, each against the baseline A, or B
 # where there is no ab_old.tar).
@@ -70,6 +71,9 @@ done
 
 args=(bench --backend cuda --format "$formats" --reps "$reps" --check-requests 1)
 [ -n "$shapes" ] && args+=(--shapes "$shapes")
+# AB_BENCH_ARGS: further `mla bench` options for every tree, e.g. "--ragged" or "--paged 16".
+read -r -a extra <<<"${AB_BENCH_ARGS:-}"
+args+=("${extra[@]}")
 for r in $(seq "$rounds"); do
   for n in "${names[@]}"; do
     timeout 240 "$(build_dir "$n")/mla" "${args[@]}" >"$out/bench-$n-$r.txt" 2>/dev/null

@@ -224,6 +224,47 @@ void set_kv_bases(std::span<WorkItem> items, std::span<const std::int32_t> kv_in
   for (WorkItem& it : items) it.kv_base = kv_indptr[std::size_t(it.request / s_q)];
 }
 
+void walk_order(std::span<WorkItem> items, int grid) {
+  const std::int64_t n = std::int64_t(items.size());
+  if (grid < 1 || n <= grid) return;
+  const auto tokens = [](const WorkItem& it) { return std::int64_t(it.kv_end) - it.kv_begin; };
+  std::vector<std::int64_t> load(std::size_t(grid), 0);
+  std::vector<int> by_load(static_cast<std::size_t>(grid));
+  std::vector<int> cta_of(static_cast<std::size_t>(n));  // item index → the CTA (before renumbering) that walks it
+  for (std::int64_t first = 0; first < n; first += grid) {
+    for (int c = 0; c < grid; ++c) by_load[std::size_t(c)] = c;
+    std::stable_sort(by_load.begin(), by_load.end(),
+                     [&](int a, int b) { return load[std::size_t(a)] < load[std::size_t(b)]; });
+    // This round's items, longest first, to the CTAs with the least work so far.
+    std::vector<std::int64_t> round;
+    for (std::int64_t i = first; i < std::min(n, first + grid); ++i) round.push_back(i);
+    std::stable_sort(round.begin(), round.end(), [&](std::int64_t a, std::int64_t b) {
+      return tokens(items[std::size_t(a)]) > tokens(items[std::size_t(b)]);
+    });
+    for (std::size_t j = 0; j < round.size(); ++j) {
+      const int c = by_load[j];
+      cta_of[std::size_t(round[j])] = c;
+      load[std::size_t(c)] += tokens(items[std::size_t(round[j])]);
+    }
+  }
+  // The kernel's CTA c walks positions c, c + grid, …: the CTAs of the last, partial round first.
+  const std::int64_t last = (n - 1) / grid * grid;
+  std::vector<int> label(std::size_t(grid), -1);
+  int next = 0;
+  for (std::int64_t i = last; i < n; ++i) label[std::size_t(cta_of[std::size_t(i)])] = -2;
+  for (int c = 0; c < grid; ++c) {
+    if (label[std::size_t(c)] == -2) label[std::size_t(c)] = next++;
+  }
+  for (int c = 0; c < grid; ++c) {
+    if (label[std::size_t(c)] == -1) label[std::size_t(c)] = next++;
+  }
+  std::vector<WorkItem> out(items.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    out[std::size_t(i / grid * grid + label[std::size_t(cta_of[std::size_t(i)])])] = items[std::size_t(i)];
+  }
+  std::copy(out.begin(), out.end(), items.begin());
+}
+
 int walking_grid(std::span<const WorkItem> items, int slots, std::int64_t max_mean_tokens) {
   const int n = int(items.size());
   if (slots <= 0 || n <= slots) return n;

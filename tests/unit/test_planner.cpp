@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <numeric>
 #include <set>
 #include <vector>
 
@@ -353,6 +355,55 @@ TEST(Planner, WalkingGrid) {
   mixed[1].kv_end = 1;
   EXPECT_EQ(walking_grid(mixed, 132, 4096), 200);
   EXPECT_EQ(walking_grid({}, 132, 4096), 0);
+}
+
+// The walking grid's order: CTA c walks items c, c + grid, …; walk_order evens the CTAs' sums.
+TEST(Planner, WalkOrderEvensTheCtasWork) {
+  const auto items_of = [](std::vector<std::int32_t> lens) {
+    std::vector<WorkItem> v;
+    for (std::size_t i = 0; i < lens.size(); ++i) v.push_back({int(i), 0, lens[i], -1});
+    return v;
+  };
+  const auto lengths = [](const std::vector<WorkItem>& v) {
+    std::vector<std::int32_t> out;
+    for (const WorkItem& it : v) out.push_back(it.kv_end - it.kv_begin);
+    return out;
+  };
+  const auto sums = [](const std::vector<WorkItem>& v, int grid) {
+    std::vector<std::int64_t> s(std::size_t(grid), 0);
+    for (std::size_t i = 0; i < v.size(); ++i) s[i % std::size_t(grid)] += v[i].kv_end - v[i].kv_begin;
+    return s;
+  };
+  // By hand: the second round goes to the CTA with less work (a snake).
+  std::vector<WorkItem> v = items_of({40, 30, 20, 10});
+  walk_order(v, 2);
+  EXPECT_EQ(lengths(v), (std::vector<std::int32_t>{40, 30, 10, 20}));
+  // A partial last round: its item goes to the CTA with less work, renumbered CTA 0.
+  v = items_of({50, 40, 30, 25, 10});
+  walk_order(v, 2);
+  EXPECT_EQ(lengths(v), (std::vector<std::int32_t>{40, 50, 30, 25, 10}));
+  EXPECT_EQ(sums(v, 2), (std::vector<std::int64_t>{80, 75}));
+  // Equal lengths, or items that fit the grid: unchanged (the suite's uniform plans keep their lists).
+  for (const auto& lens : {std::vector<std::int32_t>(256, 1024), std::vector<std::int32_t>(100, 8192)}) {
+    const std::vector<WorkItem> before = items_of(lens);
+    v = before;
+    walk_order(v, 132);
+    for (std::size_t i = 0; i < v.size(); ++i) EXPECT_EQ(v[i].request, before[i].request) << i;
+  }
+  // Ragged, longest first (as the planner lists them): a permutation whose CTA sums are even.
+  std::vector<std::int32_t> lens = testing::ragged_lengths(271, 5, 8192);
+  std::sort(lens.begin(), lens.end(), std::greater<>());
+  const std::vector<WorkItem> sorted = items_of(lens);
+  v = sorted;
+  walk_order(v, 132);
+  std::vector<int> requests;
+  for (const WorkItem& it : v) requests.push_back(it.request);
+  std::sort(requests.begin(), requests.end());
+  for (int i = 0; i < int(requests.size()); ++i) ASSERT_EQ(requests[std::size_t(i)], i);
+  const std::vector<std::int64_t> before = sums(sorted, 132), after = sums(v, 132);
+  const std::int64_t total = std::accumulate(after.begin(), after.end(), std::int64_t(0));
+  EXPECT_GT(*std::max_element(before.begin(), before.end()), total / 132 * 14 / 10);  // the order it fixes
+  EXPECT_LT(*std::max_element(after.begin(), after.end()), total / 132 * 11 / 10);
 }
 
 // Every item carries its request's kv_indptr entry; virtual requests b·s_q + i map to b.

@@ -194,6 +194,8 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   if (cluster > 0 && sm90::decode_max_active_clusters(p.kv.format, cluster) < rows) cluster = 0;
   std::vector<WorkItem> items = cluster > 0 ? std::move(cluster_items) : wl.items;
   set_kv_bases(items, kv, p.s_q);
+  const int grid = sm90::decode_grid(p.kv.format, items, cluster, sms);
+  if (cluster == 0) walk_order(items, grid);  // (nothing to do when every item has its CTA)
   if (bytes < layout.total_bytes) {
     return {StatusCode::workspace_too_small,
             "workspace of " + std::to_string(bytes) + " bytes, plan needs " + std::to_string(layout.total_bytes)};
@@ -219,7 +221,7 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   pl.num_work_items = int(items.size());
   pl.num_split_requests = wl.num_split_requests;
   pl.max_request_partials = wl.max_request_partials;
-  pl.grid = sm90::decode_grid(p.kv.format, items, cluster, sms);
+  pl.grid = grid;
   pl.workspace_bytes = layout.total_bytes;
   pl.workspace = workspace;
   pl.device_sms = sms;
