@@ -140,6 +140,11 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   };
   const std::int64_t base = cost(best);
   std::int64_t best_cost = base;
+  // No list beats the slots' mean load (every request is at least one item): when that is within
+  // the margin, nothing is worth trying (many full waves; plan() stays as cheap as build_work_list).
+  std::int64_t least_load = std::int64_t(batch) * kItemOverheadTiles;
+  for (std::int32_t len : kv_lengths) least_load += (std::int64_t(len) + tile - 1) / tile;
+  if (std::int64_t(100) * (least_load / slots) > std::int64_t(100 - kMinGainPercent) * base) return best;
   // Only a clear gain replaces the even-share list (the model ignores DRAM's share of the time).
   const auto consider = [&](WorkList wl) {
     const std::int64_t c = cost(wl);
