@@ -106,10 +106,11 @@ struct Plan {
   std::int64_t total_q = 0;
   // The KV format planned for: run() refuses a problem of another format.
   KvFormat kv_format = KvFormat::bf16;
-  std::int64_t total_kv = 0;     // Σ L_b
-  int tokens_per_split = 0;      // KV tokens per work item, at most (multiple of the tile); cuda: items of one
-                                 // list may differ (a partly empty last wave is filled with pieces of the
-                                 // requests that would run in it: docs/design.md, the planner paragraph)
+  std::int64_t total_kv = 0;  // Σ L_b
+  // The most KV tokens of a work item, rounded up to the tile (saturating at 2^30, which only a plan
+  // for very few slots exceeds). Items of one list may differ: cuda fills a partly empty last wave
+  // with pieces of the requests that would run in it (docs/design.md, the planner paragraph).
+  int tokens_per_split = 0;
   int num_work_items = 0;        // (request, KV range) pairs
   int num_split_requests = 0;    // requests whose KV is split over several work items
   int max_request_partials = 0;  // most work items of one split request (0: none split)

@@ -151,7 +151,7 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
     if (c >= best_cost || std::int64_t(100) * c > std::int64_t(100 - kMinGainPercent) * base) return;
     std::int32_t longest = 0;
     for (const WorkItem& it : wl.items) longest = std::max(longest, it.kv_end - it.kv_begin);
-    wl.tokens_per_split = int((std::int64_t(longest) + tile - 1) / tile * tile);
+    wl.tokens_per_split = int(std::min<std::int64_t>((std::int64_t(longest) + tile - 1) / tile * tile, 1 << 30));
     best = std::move(wl);
     best_cost = c;
   };

@@ -81,11 +81,12 @@ std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile,
 
 // The CUDA plan's work list (perf-notes v117, v117b). build_work_list's, except when the requests
 // outnumber one wave of `slots` and its last wave leaves slots idle: then the longest requests stay
-// whole for the full waves (all of them, or one fewer) and the rest — the tail — are cut into the
-// fewest pieces that fit 1..kTailWaves waves (or, where the next finer cut would not fit, its
-// longest requests cut finer as far as it fits: v117b), whichever of these lists has the shortest
-// list_makespan (kItemOverheadTiles per item, kCombineTiles once when requests are split), if it is
-// at least kMinGainPercent % shorter than build_work_list's. No list exceeds `max_items` items
+// whole for the full waves (all of them, or one fewer) and the rest — the tail — are cut as finely
+// as fits 1..kTailWaves waves (the smallest chunk whose pieces fit; or, where the next finer cut
+// would not fit, its longest requests cut finer as far as it fits: v117b), whichever of these lists
+// costs least — list_makespan (kItemOverheadTiles per item) plus kCombineTiles when requests are
+// split — if it costs at least kMinGainPercent % less than build_work_list's. (So a list that cuts
+// nothing can win over an even-share list that does, by the combine it saves.) No list exceeds `max_items` items
 // (the workspace layout's). Example, 160 requests of 8192 tokens on 132 slots: 132 whole requests
 // and 28 in 4 pieces of 2048 (makespan 168 tiles) instead of 28 whole ones in a second wave (264).
 // The model counts tiles per slot, not DRAM: it overstates what partial waves cost a DRAM-bound
@@ -118,7 +119,7 @@ int walking_grid(std::span<const WorkItem> items, int slots, std::int64_t max_me
 // item goes to the CTA with the least work so far (ties: the lower CTA), and the CTAs that take an
 // item of the last, partial round are numbered first. Kept longest first, a ragged list would give
 // CTA 0 the longest item of every round (ragged bf16 256 × 8192 ran at 1.51 × the floor). Items of
-// equal length keep their order; nothing happens when the items fit the grid.
+// one length throughout keep their order; nothing happens when the items fit the grid.
 void walk_order(std::span<WorkItem> items, int grid);
 
 // Whether a call's KV copies should go under an L2 evict-first policy (Plan::kv_evict_first): when

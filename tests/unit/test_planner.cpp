@@ -87,6 +87,9 @@ void check_list(const WorkList& wl, const std::vector<std::int32_t>& lens, int t
     }
   }
   EXPECT_EQ(split_requests, wl.num_split_requests);
+  int most_partials = 0;
+  for (const RequestSplit& sp : wl.splits) most_partials = std::max(most_partials, sp.num_partials);
+  EXPECT_EQ(most_partials, wl.max_request_partials);  // sizes the combine's launch
 
   // The layout for this many requests holds the list, whatever the lengths and q rows per item.
   for (int rows_per_item = 1; rows_per_item <= kMaxSq; ++rows_per_item) {
@@ -238,6 +241,23 @@ TEST(Planner, BalancedListMixesTwoCutsWithinTheRoom) {
   EXPECT_EQ(list_makespan(wl.items, slots, 64, kItemOverheadTiles), 132 + 47 + 47);
 }
 
+// The tail may also be the full wave's requests and the rest (one wave fewer kept whole; here none):
+// 133 requests on 132 slots, 88 of 2048 tokens and 45 of 682. Keeping 132 whole leaves a tail of one
+// short request; cutting all 133 — 43 long ones in thirds, the other 45 long ones in halves, the short
+// ones whole — gives 264 items in two waves (makespan 35 tiles; the even-share list's halves: 40).
+TEST(Planner, BalancedListMayCutTheLastFullWaveToo) {
+  std::vector<std::int32_t> lens(133, 2048);
+  for (std::size_t i = 0; i < lens.size(); i += 3) lens[i] = 682;
+  const int slots = 132, max_items = 133 + 264;
+  const WorkList wl = balanced_work_list(lens, slots, 64, max_items);
+  check_list(wl, lens, slots, 64, max_items);
+  std::map<std::int32_t, int> sizes;
+  for (const WorkItem& it : wl.items) ++sizes[it.kv_end - it.kv_begin];
+  EXPECT_EQ(sizes, (std::map<std::int32_t, int>{{1024, 90}, {704, 86}, {682, 45}, {640, 43}}));
+  EXPECT_EQ(list_makespan(wl.items, slots, 64, kItemOverheadTiles), 35);
+  EXPECT_EQ(list_makespan(build_work_list(lens, slots, 64).items, slots, 64, kItemOverheadTiles), 40);
+}
+
 // Where cutting gains less than kMinGainPercent — one wave, a full or nearly full last wave (the
 // suite's 256 × 8192 and 256 × 1024 on 132 slots), or many waves — the list is build_work_list's.
 TEST(Planner, BalancedListKeepsWhatCuttingCannotImprove) {
@@ -285,8 +305,15 @@ TEST(Planner, BalancedListCoversEveryTokenOnce) {
         const WorkList wl = balanced_work_list(lens, slots, tile, max_items);
         check_list(wl, lens, slots, tile, max_items);
         const WorkList base = build_work_list(lens, slots, tile);
-        EXPECT_LE(list_makespan(wl.items, slots, tile, kItemOverheadTiles),
-                  list_makespan(base.items, slots, tile, kItemOverheadTiles));
+        // The cost the planner compares: the makespan, plus the combine's when anything is split. A
+        // list replaces the even-share one only at ≤ (100 − kMinGainPercent) % of its cost.
+        const auto cost = [&](const WorkList& w) {
+          return list_makespan(w.items, slots, tile, kItemOverheadTiles) +
+                 (w.num_split_requests > 0 ? kCombineTiles : 0);
+        };
+        if (cost(wl) != cost(base)) {
+          EXPECT_LE(100 * cost(wl), (100 - kMinGainPercent) * cost(base));
+        }
       }
     }
   }
@@ -383,7 +410,11 @@ TEST(Planner, WalkOrderEvensTheCtasWork) {
   walk_order(v, 2);
   EXPECT_EQ(lengths(v), (std::vector<std::int32_t>{40, 50, 30, 25, 10}));
   EXPECT_EQ(sums(v, 2), (std::vector<std::int64_t>{80, 75}));
-  // Equal lengths, or items that fit the grid: unchanged (the suite's uniform plans keep their lists).
+  // A round out of order is sorted first: its longest item still goes to the CTA with less work.
+  v = items_of({40, 30, 10, 20});
+  walk_order(v, 2);
+  EXPECT_EQ(sums(v, 2), (std::vector<std::int64_t>{50, 50}));
+  // One length throughout, or items that fit the grid: unchanged (the suite's uniform plans keep their lists).
   for (const auto& lens : {std::vector<std::int32_t>(256, 1024), std::vector<std::int32_t>(100, 8192)}) {
     const std::vector<WorkItem> before = items_of(lens);
     v = before;
