@@ -47,6 +47,21 @@ WorkList work_list_from_chunks(std::span<const std::int32_t> kv_lengths, std::sp
   return wl;
 }
 
+// The smallest chunk, in tiles of 1 .. max_tiles, whose items(chunk in tokens) are at most `cap`
+// (max_tiles when none is); items(chunk) falls as the chunk grows.
+template <class Items>
+std::int64_t smallest_chunk_tiles(std::int64_t max_tiles, int tile, std::int64_t cap, const Items& items) {
+  std::int64_t lo = 1, hi = std::max<std::int64_t>(1, max_tiles);
+  while (lo < hi) {
+    const std::int64_t mid = (lo + hi) / 2;
+    if (items(mid * tile) <= cap)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
 }  // namespace
 
 WorkspaceLayout workspace_layout(int requests, int rows_per_item, int target_items) {
@@ -91,15 +106,7 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
   };
   std::int64_t chunk;
   if (batch <= target_items) {
-    std::int64_t lo = 1, hi = std::max<std::int64_t>(1, (max_len + tile - 1) / tile);  // in tiles
-    while (lo < hi) {
-      const std::int64_t mid = (lo + hi) / 2;
-      if (items_for(mid * tile) <= target_items)
-        hi = mid;
-      else
-        lo = mid + 1;
-    }
-    chunk = lo * tile;
+    chunk = smallest_chunk_tiles((max_len + tile - 1) / tile, tile, target_items, items_for) * tile;
   } else {
     chunk = (total + target_items - 1) / target_items;
     chunk = std::max<std::int64_t>((chunk + tile - 1) / tile * tile, tile);
@@ -149,9 +156,8 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   const auto consider = [&](WorkList wl) {
     const std::int64_t c = cost(wl);
     if (c >= best_cost || std::int64_t(100) * c > std::int64_t(100 - kMinGainPercent) * base) return;
-    std::int32_t longest = 0;
-    for (const WorkItem& it : wl.items) longest = std::max(longest, it.kv_end - it.kv_begin);
-    wl.tokens_per_split = int(std::min<std::int64_t>((std::int64_t(longest) + tile - 1) / tile * tile, 1 << 30));
+    const std::int64_t longest = wl.items.front().kv_end - wl.items.front().kv_begin;  // (longest first)
+    wl.tokens_per_split = int(std::min<std::int64_t>((longest + tile - 1) / tile * tile, 1 << 30));
     best = std::move(wl);
     best_cost = c;
   };
@@ -178,14 +184,7 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
       const std::int64_t cap = std::min<std::int64_t>(std::int64_t(fill) * slots, std::int64_t(max_items) - head);
       if (tail_tiles < 2 || tail_items(tail_tiles * tile) > cap) continue;  // nothing to cut, or no room
       // Smallest chunk (in tiles) whose tail pieces fit `fill` waves and the workspace.
-      std::int64_t lo = 1, hi = tail_tiles;
-      while (lo < hi) {
-        const std::int64_t mid = (lo + hi) / 2;
-        if (tail_items(mid * tile) <= cap)
-          hi = mid;
-        else
-          lo = mid + 1;
-      }
+      const std::int64_t lo = smallest_chunk_tiles(tail_tiles, tile, cap, tail_items);
       // The tail at chunk `lo`; then, when a finer chunk would overflow the cap, the longest tail
       // requests at that finer chunk as far as the cap allows (e.g. 136 requests of 128 tiles,
       // room for 400 pieces: 128 in thirds and 8 in halves, rather than all 136 in halves).
@@ -194,8 +193,9 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
         std::int64_t room = cap - tail_items(lo * tile);
         for (int i = head; i < batch; ++i) {
           const std::int32_t len = kv_lengths[std::size_t(order[std::size_t(i)])];
-          const bool finer = mixed == 1 && pieces(len, (lo - 1) * tile) - pieces(len, lo * tile) <= room;
-          if (finer) room -= pieces(len, (lo - 1) * tile) - pieces(len, lo * tile);
+          const std::int64_t extra = mixed == 1 ? pieces(len, (lo - 1) * tile) - pieces(len, lo * tile) : 0;
+          const bool finer = mixed == 1 && extra <= room;
+          if (finer) room -= extra;
           chunks[std::size_t(order[std::size_t(i)])] = (finer ? lo - 1 : lo) * tile;
         }
         consider(work_list_from_chunks(kv_lengths, chunks, tile));

@@ -99,6 +99,18 @@ void check_list(const WorkList& wl, const std::vector<std::int32_t>& lens, int t
   }
 }
 
+// Items of request i = [0, lens[i]) in that order, and how many items of each length a list holds.
+std::vector<WorkItem> items_of(const std::vector<std::int32_t>& lens) {
+  std::vector<WorkItem> v;
+  for (std::size_t i = 0; i < lens.size(); ++i) v.push_back({int(i), 0, lens[i], -1});
+  return v;
+}
+std::map<std::int32_t, int> item_sizes(const WorkList& wl) {
+  std::map<std::int32_t, int> sizes;
+  for (const WorkItem& it : wl.items) ++sizes[it.kv_end - it.kv_begin];
+  return sizes;
+}
+
 void check_work_list(const std::vector<std::int32_t>& lens, int target, int tile) {
   SCOPED_TRACE("batch " + std::to_string(lens.size()) + " target " + std::to_string(target) + " tile " +
                std::to_string(tile));
@@ -182,11 +194,6 @@ TEST(Planner, MaxRequestPartials) {
 // The block scheduler's model: each slot takes the next item as it frees; an item costs its tiles
 // (rounded up) plus the overhead, an empty one the overhead alone.
 TEST(Planner, ListMakespan) {
-  const auto items_of = [](std::vector<std::int32_t> lens) {
-    std::vector<WorkItem> v;
-    for (std::int32_t len : lens) v.push_back({0, 0, len, -1});
-    return v;
-  };
   EXPECT_EQ(list_makespan(items_of({}), 2, 64, 4), 0);
   EXPECT_EQ(list_makespan(items_of({128 * 64, 128 * 64, 128 * 64}), 2, 64, 0), 256);  // a second wave
   EXPECT_EQ(list_makespan(items_of({128 * 64, 64 * 64, 64 * 64}), 2, 64, 0), 128);    // the halves share a slot
@@ -234,9 +241,7 @@ TEST(Planner, BalancedListMixesTwoCutsWithinTheRoom) {
   const int slots = 264, max_items = 400 + 264;
   const WorkList wl = balanced_work_list(lens, slots, 64, max_items);
   check_list(wl, lens, slots, 64, max_items);
-  std::map<std::int32_t, int> sizes;
-  for (const WorkItem& it : wl.items) ++sizes[it.kv_end - it.kv_begin];
-  EXPECT_EQ(sizes, (std::map<std::int32_t, int>{{8192, 264}, {4096, 16}, {2752, 256}, {2688, 128}}));
+  EXPECT_EQ(item_sizes(wl), (std::map<std::int32_t, int>{{8192, 264}, {4096, 16}, {2752, 256}, {2688, 128}}));
   EXPECT_EQ(wl.num_split_requests, 136);
   EXPECT_EQ(list_makespan(wl.items, slots, 64, kItemOverheadTiles), 132 + 47 + 47);
 }
@@ -251,9 +256,7 @@ TEST(Planner, BalancedListMayCutTheLastFullWaveToo) {
   const int slots = 132, max_items = 133 + 264;
   const WorkList wl = balanced_work_list(lens, slots, 64, max_items);
   check_list(wl, lens, slots, 64, max_items);
-  std::map<std::int32_t, int> sizes;
-  for (const WorkItem& it : wl.items) ++sizes[it.kv_end - it.kv_begin];
-  EXPECT_EQ(sizes, (std::map<std::int32_t, int>{{1024, 90}, {704, 86}, {682, 45}, {640, 43}}));
+  EXPECT_EQ(item_sizes(wl), (std::map<std::int32_t, int>{{1024, 90}, {704, 86}, {682, 45}, {640, 43}}));
   EXPECT_EQ(list_makespan(wl.items, slots, 64, kItemOverheadTiles), 35);
   EXPECT_EQ(list_makespan(build_work_list(lens, slots, 64).items, slots, 64, kItemOverheadTiles), 40);
 }
@@ -386,11 +389,6 @@ TEST(Planner, WalkingGrid) {
 
 // The walking grid's order: CTA c walks items c, c + grid, …; walk_order evens the CTAs' sums.
 TEST(Planner, WalkOrderEvensTheCtasWork) {
-  const auto items_of = [](std::vector<std::int32_t> lens) {
-    std::vector<WorkItem> v;
-    for (std::size_t i = 0; i < lens.size(); ++i) v.push_back({int(i), 0, lens[i], -1});
-    return v;
-  };
   const auto lengths = [](const std::vector<WorkItem>& v) {
     std::vector<std::int32_t> out;
     for (const WorkItem& it : v) out.push_back(it.kv_end - it.kv_begin);
