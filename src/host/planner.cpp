@@ -229,34 +229,135 @@ void set_kv_bases(std::span<WorkItem> items, std::span<const std::int32_t> kv_in
   for (WorkItem& it : items) it.kv_base = kv_indptr[std::size_t(it.request / s_q)];
 }
 
-void walk_order(std::span<WorkItem> items, int grid) {
-  const std::int64_t n = std::int64_t(items.size());
-  if (grid < 1 || n <= grid) return;
-  const auto tokens = [](const WorkItem& it) { return std::int64_t(it.kv_end) - it.kv_begin; };
-  std::vector<std::int64_t> load(std::size_t(grid), 0);
-  std::vector<int> by_load(static_cast<std::size_t>(grid));
-  std::vector<int> cta_of(static_cast<std::size_t>(n));  // item index → the CTA (before renumbering) that walks it
-  for (std::int64_t first = 0; first < n; first += grid) {
-    for (int c = 0; c < grid; ++c) by_load[std::size_t(c)] = c;
-    std::stable_sort(by_load.begin(), by_load.end(),
-                     [&](int a, int b) { return load[std::size_t(a)] < load[std::size_t(b)]; });
-    // This round's items, longest first, to the CTAs with the least work so far.
-    std::vector<std::int64_t> round;
-    for (std::int64_t i = first; i < std::min(n, first + grid); ++i) round.push_back(i);
-    std::stable_sort(round.begin(), round.end(), [&](std::int64_t a, std::int64_t b) {
-      return tokens(items[std::size_t(a)]) > tokens(items[std::size_t(b)]);
-    });
-    for (std::size_t j = 0; j < round.size(); ++j) {
-      const int c = by_load[j];
-      cta_of[std::size_t(round[j])] = c;
-      load[std::size_t(c)] += tokens(items[std::size_t(round[j])]);
+namespace {
+
+// A walking CTA's cost of an item: its tiles plus kWalkItemTiles (its epilogue and the next item's start).
+std::int64_t walk_cost(std::int64_t tokens, int tile) {
+  return (tokens + tile - 1) / tile + kWalkItemTiles;
+}
+
+std::vector<std::int64_t> walk_costs(std::span<const WorkItem> items, int tile) {
+  std::vector<std::int64_t> costs;
+  costs.reserve(items.size());
+  for (const WorkItem& it : items) costs.push_back(walk_cost(std::int64_t(it.kv_end) - it.kv_begin, tile));
+  return costs;
+}
+
+// The walk costs of every request cut at `chunk` tokens (work_list_from_chunks' pieces), costliest
+// first: the list that work_list_from_chunks would make, without making it.
+void chunk_costs(std::span<const std::int32_t> kv_lengths, std::int64_t chunk, int tile,
+                 std::vector<std::int64_t>* costs) {
+  costs->clear();
+  for (std::int32_t len : kv_lengths) {
+    const std::int64_t n = pieces(len, chunk);
+    const std::int64_t per = n == 1 ? len : ((len + n - 1) / n + tile - 1) / tile * tile;
+    for (std::int64_t begin = 0, k = 0; k < n; begin += per, ++k) {
+      costs->push_back(walk_cost(std::min<std::int64_t>(len, begin + per) - begin, tile));
     }
   }
-  // The kernel's CTA c walks positions c, c + grid, …: the CTAs of the last, partial round first.
+  std::sort(costs->begin(), costs->end(), std::greater<>());
+}
+
+// A walking grid's assignment: the CTA and the round (its position among the CTA's items) of every
+// item, and the CTAs' loads (walk cost sums).
+struct WalkAssignment {
+  std::vector<int> cta_of;
+  std::vector<std::int64_t> round_of;
+  std::vector<std::int64_t> load;
+  std::int64_t makespan() const { return load.empty() ? 0 : *std::max_element(load.begin(), load.end()); }
+};
+
+// Round by round (`grid` items each, in list order), the round's costliest item to the CTA with the
+// least load so far.
+WalkAssignment assign_rounds(std::span<const std::int64_t> costs, int grid) {
+  const std::int64_t n = std::int64_t(costs.size());
+  WalkAssignment a{std::vector<int>(std::size_t(n)), std::vector<std::int64_t>(std::size_t(n)),
+                   std::vector<std::int64_t>(std::size_t(grid), 0)};
+  // Sort keys: load · grid + CTA (least load first, ties the lower CTA); the round's items by
+  // cost, costliest first (ties in list order), as cost · n + (n − 1 − i) in descending order.
+  std::vector<std::int64_t> by_load(static_cast<std::size_t>(grid)), round;
+  for (std::int64_t first = 0; first < n; first += grid) {
+    for (int c = 0; c < grid; ++c) by_load[std::size_t(c)] = a.load[std::size_t(c)] * grid + c;
+    std::sort(by_load.begin(), by_load.end());
+    round.clear();
+    for (std::int64_t i = first; i < std::min(n, first + grid); ++i)
+      round.push_back(costs[std::size_t(i)] * n + (n - 1 - i));
+    if (!std::is_sorted(round.begin(), round.end(), std::greater<>()))
+      std::sort(round.begin(), round.end(), std::greater<>());
+    for (std::size_t j = 0; j < round.size(); ++j) {
+      const int c = int(by_load[j] % grid);
+      const std::int64_t i = n - 1 - round[j] % n;
+      a.cta_of[std::size_t(i)] = c;
+      a.round_of[std::size_t(i)] = first / grid;
+      a.load[std::size_t(c)] += costs[std::size_t(i)];
+    }
+  }
+  return a;
+}
+
+// Swaps of two items between the busiest CTA and one of the kSwapPartners least loaded that lower
+// the pair's larger load, best first, until none does. The two items swap CTAs and rounds (each
+// takes the other's place in the layout, so every CTA keeps its rounds). At most `grid` swaps, each
+// a scan of the busiest CTA's items against the partners'.
+void even_by_swaps(std::span<const std::int64_t> costs, int grid, WalkAssignment* a) {
+  constexpr int kSwapPartners = 8;
+  std::vector<std::vector<std::int64_t>> of(static_cast<std::size_t>(grid));
+  for (std::size_t i = 0; i < a->cta_of.size(); ++i) of[std::size_t(a->cta_of[i])].push_back(std::int64_t(i));
+  std::vector<int> by_load(static_cast<std::size_t>(grid));
+  for (int c = 0; c < grid; ++c) by_load[std::size_t(c)] = c;
+  for (int step = 0; step < grid; ++step) {
+    std::sort(by_load.begin(), by_load.end(), [&](int x, int y) {
+      return a->load[std::size_t(x)] != a->load[std::size_t(y)] ? a->load[std::size_t(x)] < a->load[std::size_t(y)]
+                                                                : x < y;
+    });
+    const int c = by_load.back();
+    std::int64_t best = a->load[std::size_t(c)];
+    std::int64_t* bx = nullptr;
+    std::int64_t* by = nullptr;
+    int bd = -1;
+    for (int k = 0; k < std::min(kSwapPartners, grid - 1); ++k) {
+      const int d = by_load[std::size_t(k)];
+      for (std::int64_t& x : of[std::size_t(c)]) {
+        for (std::int64_t& y : of[std::size_t(d)]) {
+          const std::int64_t dx = costs[std::size_t(x)] - costs[std::size_t(y)];
+          if (dx <= 0) continue;
+          const std::int64_t m = std::max(a->load[std::size_t(c)] - dx, a->load[std::size_t(d)] + dx);
+          if (m < best) {
+            best = m;
+            bx = &x;
+            by = &y;
+            bd = d;
+          }
+        }
+      }
+    }
+    if (bd < 0) return;
+    const std::int64_t dx = costs[std::size_t(*bx)] - costs[std::size_t(*by)];
+    a->load[std::size_t(c)] -= dx;
+    a->load[std::size_t(bd)] += dx;
+    a->cta_of[std::size_t(*bx)] = bd;
+    a->cta_of[std::size_t(*by)] = c;
+    std::swap(a->round_of[std::size_t(*bx)], a->round_of[std::size_t(*by)]);
+    std::swap(*bx, *by);
+  }
+}
+
+WalkAssignment assign_walk(std::span<const std::int64_t> costs, int grid) {
+  WalkAssignment a = assign_rounds(costs, grid);
+  even_by_swaps(costs, grid, &a);
+  return a;
+}
+
+// Lays `items` out for their assignment: the kernel's CTA c walks positions c, c + grid, …, so the
+// CTAs that hold an item of the last, partial round are numbered first.
+void lay_out_walk(std::span<WorkItem> items, const WalkAssignment& a, int grid) {
+  const std::int64_t n = std::int64_t(items.size());
   const std::int64_t last = (n - 1) / grid * grid;
   std::vector<int> label(std::size_t(grid), -1);
   int next = 0;
-  for (std::int64_t i = last; i < n; ++i) label[std::size_t(cta_of[std::size_t(i)])] = -2;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (a.round_of[std::size_t(i)] * grid == last) label[std::size_t(a.cta_of[std::size_t(i)])] = -2;
+  }
   for (int c = 0; c < grid; ++c) {
     if (label[std::size_t(c)] == -2) label[std::size_t(c)] = next++;
   }
@@ -265,9 +366,81 @@ void walk_order(std::span<WorkItem> items, int grid) {
   }
   std::vector<WorkItem> out(items.size());
   for (std::int64_t i = 0; i < n; ++i) {
-    out[std::size_t(i / grid * grid + label[std::size_t(cta_of[std::size_t(i)])])] = items[std::size_t(i)];
+    out[std::size_t(a.round_of[std::size_t(i)] * grid + label[std::size_t(a.cta_of[std::size_t(i)])])] =
+        items[std::size_t(i)];
   }
   std::copy(out.begin(), out.end(), items.begin());
+}
+
+}  // namespace
+
+void walk_order(std::span<WorkItem> items, int grid, int tile) {
+  if (grid < 1 || std::int64_t(items.size()) <= grid) return;
+  lay_out_walk(items, assign_walk(walk_costs(items, std::max(tile, 1)), grid), grid);
+}
+
+std::int64_t walk_makespan(std::span<const WorkItem> items, int grid, int tile) {
+  if (grid < 1) return 0;
+  const std::vector<std::int64_t> costs = walk_costs(items, std::max(tile, 1));
+  std::vector<std::int64_t> load(std::size_t(grid), 0);
+  for (std::size_t i = 0; i < costs.size(); ++i) load[i % std::size_t(grid)] += costs[i];
+  return *std::max_element(load.begin(), load.end());
+}
+
+WorkList walking_work_list(std::span<const std::int32_t> kv_lengths, WorkList wl, int grid, int tile, int max_items) {
+  tile = std::max(tile, 1);
+  if (grid < 1 || std::int64_t(wl.items.size()) <= grid) return wl;
+  const auto combine = [](bool split) { return split ? kCombineTiles : 0; };
+  WalkAssignment best = assign_walk(walk_costs(wl.items, tile), grid);
+  const std::int64_t base = best.makespan() + combine(wl.num_split_requests > 0);
+  const auto gains = [&](std::int64_t cost) {
+    return std::int64_t(100) * cost <= std::int64_t(100 - kWalkMinGainPercent) * base;
+  };
+  // No list beats the CTAs' mean load with every request whole: when that is within the margin,
+  // keep the list (many rounds of short items; plan() stays cheap).
+  std::int64_t least_load = 0, max_tiles = 0;
+  for (std::int32_t len : kv_lengths) {
+    least_load += walk_cost(len, tile);
+    max_tiles = std::max(max_tiles, (std::int64_t(len) + tile - 1) / tile);
+  }
+  if (gains((least_load + grid - 1) / grid)) {
+    // Every request cut at one chunk, from whole requests down to what the workspace holds, in
+    // steps of 1/kWalkChunkSteps, then every chunk around the best: each list in rounds
+    // (assign_rounds alone, on costs only); the cheapest then with swaps too.
+    std::vector<std::int64_t> costs;
+    std::int64_t cand_cost = -1, cand_tiles = 0;
+    const auto try_chunk = [&](std::int64_t ct) {  // false: more items than the workspace holds
+      std::int64_t n = 0;
+      for (std::int32_t len : kv_lengths) n += pieces(len, ct * tile);
+      if (n > max_items) return false;
+      if (n <= grid) return true;
+      chunk_costs(kv_lengths, ct * tile, tile, &costs);
+      const std::int64_t c = assign_rounds(costs, grid).makespan() + combine(n > std::int64_t(kv_lengths.size()));
+      if (cand_cost < 0 || c < cand_cost) {
+        cand_cost = c;
+        cand_tiles = ct;
+      }
+      return true;
+    };
+    for (std::int64_t ct = max_tiles; ct >= 1 && try_chunk(ct); ct -= std::max<std::int64_t>(1, ct / kWalkChunkSteps)) {
+    }
+    const std::int64_t around = cand_tiles, step = std::max<std::int64_t>(1, around / kWalkChunkSteps);
+    for (std::int64_t ct = std::min(max_tiles, around + step); ct >= std::max<std::int64_t>(1, around - step); --ct) {
+      if (ct != around) try_chunk(ct);
+    }
+    if (cand_cost >= 0 && gains(cand_cost)) {
+      std::vector<std::int64_t> chunks(kv_lengths.size(), cand_tiles * tile);
+      WorkList l = work_list_from_chunks(kv_lengths, chunks, tile);
+      WalkAssignment a = assign_walk(walk_costs(l.items, tile), grid);
+      if (gains(a.makespan() + combine(l.num_split_requests > 0))) {
+        l.tokens_per_split = int(std::min<std::int64_t>(cand_tiles * tile, 1 << 30));
+        wl = std::move(l);
+        best = std::move(a);
+      }
+    }
+  }
+  lay_out_walk(wl.items, best, grid);
+  return wl;
 }
 
 int walking_grid(std::span<const WorkItem> items, int slots, std::int64_t max_mean_tokens) {

@@ -114,13 +114,36 @@ void set_kv_bases(std::span<WorkItem> items, std::span<const std::int32_t> kv_in
 // items only — else one CTA per item.
 int walking_grid(std::span<const WorkItem> items, int slots, std::int64_t max_mean_tokens);
 
+// A walking CTA's cost of an item beyond its tiles, in tiles: the item's epilogue and the next one's
+// start (its first tiles' copies already went out under the previous item: perf-notes v42c).
+constexpr int kWalkItemTiles = 1;
+
 // Orders `items` for a walking grid (CTA c takes items c, c + grid, c + 2·grid, …) so that the CTAs'
-// token sums come out even (perf-notes v118): round by round (`grid` items each), the round's longest
-// item goes to the CTA with the least work so far (ties: the lower CTA), and the CTAs that take an
-// item of the last, partial round are numbered first. Kept longest first, a ragged list would give
-// CTA 0 the longest item of every round (ragged bf16 256 × 8192 ran at 1.51 × the floor). Items of
-// one length throughout keep their order; nothing happens when the items fit the grid.
-void walk_order(std::span<WorkItem> items, int grid);
+// loads — each item's tiles of `tile` tokens plus kWalkItemTiles — come out even (perf-notes v118,
+// v119): round by round (`grid` items each), the round's costliest item goes to the CTA with the
+// least load so far (ties: the lower CTA); then, while a swap of two items between the busiest CTA
+// and one of the 8 least loaded lowers the larger of their loads, the best such swap (the two items
+// trade CTAs and rounds, so each CTA keeps its places in the layout; at most `grid` swaps); the
+// CTAs that take an item of the last, partial round are numbered first. Kept longest first, a
+// ragged list would give CTA 0 the longest item of every round (ragged bf16 256 × 8192 ran at
+// 1.51 × the floor). Items of one length throughout keep their order; nothing happens when the
+// items fit the grid.
+void walk_order(std::span<WorkItem> items, int grid, int tile);
+
+// The busiest CTA's load (walk_order's measure, in tiles) of a list laid out for a walking grid.
+std::int64_t walk_makespan(std::span<const WorkItem> items, int grid, int tile);
+
+// The work list of a walking grid (perf-notes v119), in walk_order: `wl` (the CUDA plan's list), or
+// every request cut at one chunk — the one, from whole requests down to what `max_items` holds (in
+// steps of at most 1/kWalkChunkSteps, then every chunk within a step of the best), whose list in rounds leaves the
+// least load on the busiest CTA (plus kCombineTiles when requests are split) — if walk_order leaves that list at least
+// kWalkMinGainPercent % cheaper than `wl`. The chunks are searched only when the CTAs' mean load with
+// every request whole is that much below `wl`'s busiest CTA. Example (ragged, 200 requests of up to
+// 8192 tokens, 132 CTAs): `wl` cuts at 92 tiles, 249 items in two rounds, the busiest CTA at 105
+// tiles; a 67-tile cut gives 284 items and 96.
+constexpr int kWalkMinGainPercent = 2;
+constexpr int kWalkChunkSteps = 16;
+WorkList walking_work_list(std::span<const std::int32_t> kv_lengths, WorkList wl, int grid, int tile, int max_items);
 
 // Whether a call's KV copies should go under an L2 evict-first policy (Plan::kv_evict_first): when
 // each KV row is read once (s_q = 1) and the call reads at most 4 × the L2 (`l2_bytes`). Evict-first

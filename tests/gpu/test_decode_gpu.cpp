@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "host/planner.h"
+#include "host/problem_access.h"
 #include "kernels/common/bf16.h"
 #include "mla/mla.h"
 #include "testing/compare.h"
@@ -295,6 +296,37 @@ TEST(GpuDecode, Bf16CtasWalkSeveralItems) {
       std::printf("  %-48s %s | %d items on %d CTAs\n", spec.name().c_str(), r.cmp.summary().c_str(),
                   r.plan.num_work_items, r.plan.grid);
     }
+  }
+}
+
+// A walking grid whose even-share list leaves the CTAs uneven (perf-notes v119): ragged requests of up
+// to 8192 tokens, 200 of them (as `mla bench --ragged` draws them), cut at 92 tiles they make 249
+// items in two rounds; walking_work_list cuts them finer, into more items, more of them split.
+// Contiguous and pages of 16, 1 and 2 query tokens per request, peaked inputs, against the reference.
+TEST(GpuDecode, Bf16WalkingListCutForEvenCtas) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  struct Shape {
+    int page, s_q;
+  };
+  for (Shape sh : {Shape{0, 1}, Shape{16, 1}, Shape{0, 2}}) {
+    CaseSpec spec;
+    spec.kv_lens = ragged_lengths(200 / sh.s_q, 1, 8192);
+    spec.format = KvFormat::bf16;
+    spec.dist = Distribution::peaked;
+    spec.page_size = sh.page;
+    spec.s_q = sh.s_q;
+    spec.spare_rows = 64;
+    spec.seed = 71 + sh.page + sh.s_q;
+    Plan pl;
+    ASSERT_NO_FATAL_FAILURE(expect_correct(spec, true, &pl));
+    std::vector<std::int32_t> rows;  // the plan's virtual requests: each token's causal length
+    for (std::int32_t len : spec.kv_lens) {
+      for (int i = 0; i < sh.s_q; ++i) rows.push_back(std::int32_t(visible_keys(len, sh.s_q, i)));
+    }
+    const WorkList even = balanced_work_list(rows, pl.device_sms, 64, int(rows.size()) + pl.device_sms);
+    EXPECT_LT(pl.grid, pl.num_work_items) << describe(pl);
+    EXPECT_GT(pl.num_work_items, int(even.items.size())) << "the finer cut | " << describe(pl);
+    EXPECT_LT(pl.tokens_per_split, even.tokens_per_split) << describe(pl);
   }
 }
 

@@ -7,6 +7,8 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "host/planner.h"
@@ -401,22 +403,24 @@ TEST(Planner, WalkOrderEvensTheCtasWork) {
   };
   // By hand: the second round goes to the CTA with less work (a snake).
   std::vector<WorkItem> v = items_of({40, 30, 20, 10});
-  walk_order(v, 2);
+  walk_order(v, 2, 1);
   EXPECT_EQ(lengths(v), (std::vector<std::int32_t>{40, 30, 10, 20}));
-  // A partial last round: its item goes to the CTA with less work, renumbered CTA 0.
+  // A partial last round: its item goes to the CTA with less work, renumbered CTA 0. Rounds give
+  // {50, 25} and {40, 30, 10}, loads 77 and 83 with each item's kWalkItemTiles; swapping 30 and 25
+  // lowers the busiest to 82.
   v = items_of({50, 40, 30, 25, 10});
-  walk_order(v, 2);
-  EXPECT_EQ(lengths(v), (std::vector<std::int32_t>{40, 50, 30, 25, 10}));
-  EXPECT_EQ(sums(v, 2), (std::vector<std::int64_t>{80, 75}));
+  walk_order(v, 2, 1);
+  EXPECT_EQ(lengths(v), (std::vector<std::int32_t>{40, 50, 25, 30, 10}));
+  EXPECT_EQ(sums(v, 2), (std::vector<std::int64_t>{75, 80}));
   // A round out of order is sorted first: its longest item still goes to the CTA with less work.
   v = items_of({40, 30, 10, 20});
-  walk_order(v, 2);
+  walk_order(v, 2, 1);
   EXPECT_EQ(sums(v, 2), (std::vector<std::int64_t>{50, 50}));
   // One length throughout, or items that fit the grid: unchanged (the suite's uniform plans keep their lists).
   for (const auto& lens : {std::vector<std::int32_t>(256, 1024), std::vector<std::int32_t>(100, 8192)}) {
     const std::vector<WorkItem> before = items_of(lens);
     v = before;
-    walk_order(v, 132);
+    walk_order(v, 132, 64);
     for (std::size_t i = 0; i < v.size(); ++i) EXPECT_EQ(v[i].request, before[i].request) << i;
   }
   // Ragged, longest first (as the planner lists them): a permutation whose CTA sums are even.
@@ -424,7 +428,7 @@ TEST(Planner, WalkOrderEvensTheCtasWork) {
   std::sort(lens.begin(), lens.end(), std::greater<>());
   const std::vector<WorkItem> sorted = items_of(lens);
   v = sorted;
-  walk_order(v, 132);
+  walk_order(v, 132, 64);
   std::vector<int> requests;
   for (const WorkItem& it : v) requests.push_back(it.request);
   std::sort(requests.begin(), requests.end());
@@ -433,6 +437,89 @@ TEST(Planner, WalkOrderEvensTheCtasWork) {
   const std::int64_t total = std::accumulate(after.begin(), after.end(), std::int64_t(0));
   EXPECT_GT(*std::max_element(before.begin(), before.end()), total / 132 * 14 / 10);  // the order it fixes
   EXPECT_LT(*std::max_element(after.begin(), after.end()), total / 132 * 11 / 10);
+}
+
+// The walking grid's list (perf-notes v119): cut finer where the CUDA plan's list leaves the CTAs
+// uneven, kept (in walk_order) where it does not.
+TEST(Planner, WalkingListCutsFinerForEvenCtas) {
+  constexpr int kGrid = 132, kTile = 64;
+  const auto cost = [](const WorkList& wl, std::span<const WorkItem> walked) {
+    return walk_makespan(walked, kGrid, kTile) + (wl.num_split_requests > 0 ? kCombineTiles : 0);
+  };
+  // 200 requests of up to 8192 tokens (`mla bench --ragged`'s draw): cut at 92 tiles, 249 items in
+  // two rounds, the busiest CTA at 105 tiles (the planner's comment); a 67-tile cut, 284 items, 96.
+  const std::vector<std::int32_t> lens = testing::ragged_lengths(200, 1, 8192);
+  const int max_items = int(lens.size()) + kGrid;
+  const WorkList even = balanced_work_list(lens, kGrid, kTile, max_items);
+  std::vector<WorkItem> even_walked = even.items;
+  walk_order(even_walked, kGrid, kTile);
+  const WorkList wl = walking_work_list(lens, even, kGrid, kTile, max_items);
+  EXPECT_EQ(even.items.size(), 249u);
+  EXPECT_EQ(walk_makespan(even_walked, kGrid, kTile), 105);
+  EXPECT_EQ(wl.items.size(), 284u);
+  EXPECT_EQ(walk_makespan(wl.items, kGrid, kTile), 96);
+  EXPECT_LE(100 * cost(wl, wl.items), (100 - kWalkMinGainPercent) * cost(even, even_walked));
+  EXPECT_LT(wl.tokens_per_split, even.tokens_per_split);
+  WorkList sorted = wl;  // check_list wants the planner's longest-first order
+  std::stable_sort(sorted.items.begin(), sorted.items.end(),
+                   [](const WorkItem& a, const WorkItem& b) { return a.kv_end - a.kv_begin > b.kv_end - b.kv_begin; });
+  check_list(sorted, lens, kGrid, kTile, max_items);
+  // Lists already even keep their items, in walk_order: one length throughout, many rounds of short
+  // ragged items, and fewer items than the grid (kept as they are).
+  for (const auto& other : {std::vector<std::int32_t>(256, 1024), testing::ragged_lengths(1000, 1, 1024),
+                            testing::ragged_lengths(100, 1, 8192)}) {
+    const int room = int(other.size()) + kGrid;
+    const WorkList e = balanced_work_list(other, kGrid, kTile, room);
+    std::vector<WorkItem> walked = e.items;
+    walk_order(walked, kGrid, kTile);
+    const WorkList got = walking_work_list(other, e, kGrid, kTile, room);
+    ASSERT_EQ(got.items.size(), walked.size());
+    for (std::size_t i = 0; i < walked.size(); ++i) {
+      EXPECT_EQ(got.items[i].request, walked[i].request) << i;
+      EXPECT_EQ(got.items[i].kv_begin, walked[i].kv_begin) << i;
+      EXPECT_EQ(got.items[i].kv_end, walked[i].kv_end) << i;
+    }
+  }
+  // The workspace bounds the cut: room for only 10 more items than requests keeps the list.
+  const WorkList tight = walking_work_list(lens, even, kGrid, kTile, 259);
+  EXPECT_EQ(tight.items.size(), even.items.size());
+}
+
+// walk_order and walking_work_list only permute and cut: on random ragged batches (empty requests,
+// pairs of rows as s_q = 2 makes them, grids of 2 to 132, tiles of 1 to 64), every item of the
+// input is at exactly one position, and every token of every request is in exactly one item.
+TEST(Planner, WalkLayoutsKeepEveryItemOnce) {
+  std::uint64_t state = 12345;
+  const auto next = [&](std::uint64_t bound) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % bound;
+  };
+  for (int trial = 0; trial < 400; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const int grid = 2 + int(next(131)), tile = trial % 3 == 0 ? 1 : 64;
+    const int batch = grid + 1 + int(next(std::uint64_t(3 * grid)));
+    std::vector<std::int32_t> lens(static_cast<std::size_t>(batch));
+    for (int b = 0; b < batch; ++b) {
+      lens[std::size_t(b)] = next(8) == 0 ? 0 : std::int32_t(next(trial % 2 == 0 ? 8193 : 1025));
+      if (b % 2 == 1 && trial % 4 == 1) lens[std::size_t(b)] = std::max(0, lens[std::size_t(b) - 1] - 1);  // s_q = 2
+    }
+    const int max_items = batch + grid;
+    const WorkList wl = balanced_work_list(lens, grid, tile, max_items);
+    std::vector<WorkItem> walked = wl.items;
+    walk_order(walked, grid, tile);
+    const auto key = [](const WorkItem& it) { return std::tuple(it.request, it.kv_begin, it.kv_end, it.partial); };
+    std::vector<std::tuple<int, int, int, int>> before, after;
+    for (const WorkItem& it : wl.items) before.push_back(key(it));
+    for (const WorkItem& it : walked) after.push_back(key(it));
+    std::sort(before.begin(), before.end());
+    std::sort(after.begin(), after.end());
+    ASSERT_EQ(after, before);
+    WorkList cut = walking_work_list(lens, wl, grid, tile, max_items);
+    std::stable_sort(cut.items.begin(), cut.items.end(), [](const WorkItem& a, const WorkItem& b) {
+      return a.kv_end - a.kv_begin > b.kv_end - b.kv_begin;
+    });
+    ASSERT_NO_FATAL_FAILURE(check_list(cut, lens, grid, tile, max_items));
+  }
 }
 
 // Every item carries its request's kv_indptr entry; virtual requests b·s_q + i map to b.

@@ -181,7 +181,8 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   }
   const int rows = int(p.total_q), slots = sms * sm90::decode_ctas_per_sm(p.kv.format);
   const WorkspaceLayout layout = cuda_layout(p.batch, p.s_q, sms);
-  const WorkList wl = balanced_work_list(lengths, slots, sm90::decode_tile_tokens(p.kv.format), layout.max_items);
+  const int tile = sm90::decode_tile_tokens(p.kv.format);
+  WorkList wl = balanced_work_list(lengths, slots, tile, layout.max_items);
   e = sm90::prepare_decode(p.kv.format);
   if (e != cudaSuccess) return cuda_fail("configuring the decode kernel", e);
   // Rows split in two merge inside clusters of 2 when every cluster can be resident at once; more
@@ -192,10 +193,12 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   std::vector<WorkItem> cluster_items;
   int cluster = cluster_work_list(wl, rows, kClusterLimit, slots, &cluster_items);
   if (cluster > 0 && sm90::decode_max_active_clusters(p.kv.format, cluster) < rows) cluster = 0;
+  const int grid = sm90::decode_grid(p.kv.format, cluster > 0 ? cluster_items : wl.items, cluster, sms);
+  if (cluster == 0) {  // a walking grid's list and order (nothing to do when every item has its CTA)
+    wl = walking_work_list(lengths, std::move(wl), grid, tile, layout.max_items);
+  }
   std::vector<WorkItem> items = cluster > 0 ? std::move(cluster_items) : wl.items;
   set_kv_bases(items, kv, p.s_q);
-  const int grid = sm90::decode_grid(p.kv.format, items, cluster, sms);
-  if (cluster == 0) walk_order(items, grid);  // (nothing to do when every item has its CTA)
   if (bytes < layout.total_bytes) {
     return {StatusCode::workspace_too_small,
             "workspace of " + std::to_string(bytes) + " bytes, plan needs " + std::to_string(layout.total_bytes)};
@@ -230,8 +233,8 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   sm90::TensorMapShape map{};
   const bool fp8 = p.kv.format == KvFormat::fp8;  // (MXFP4 has no map: kv_map_shape)
   pl.kv_tma =
-      kv_tma(items, sm90::decode_tile_tokens(p.kv.format), fp8 ? kTmaMinTilesFp8 : kTmaMinTilesBf16, fp8 ? 2 : 1,
-             kv_map_shape(p, &map), p.paging.page_size) &&
+      kv_tma(items, tile, fp8 ? kTmaMinTilesFp8 : kTmaMinTilesBf16, fp8 ? 2 : 1, kv_map_shape(p, &map),
+             p.paging.page_size) &&
       sm90::has_tma_kernel(p.kv.format, sm90::decode_variant(pl.grid, pl.num_work_items, pl.tokens_per_split)) &&
       (p.kv.format != KvFormat::bf16 || kv_tma_waves(pl.grid, sms * sm90::decode_ctas_per_sm(p.kv.format))) &&
       tensor_map_encoder() != nullptr;
