@@ -62,6 +62,99 @@ std::int64_t smallest_chunk_tiles(std::int64_t max_tiles, int tile, std::int64_t
   return lo;
 }
 
+// An item's cost in a model of the schedule, in tiles: its tiles plus `overhead` (its start, end
+// and partial).
+std::int64_t item_cost(std::int64_t tokens, int tile, int overhead) {
+  return (tokens + tile - 1) / tile + overhead;
+}
+
+std::vector<std::int64_t> item_costs(std::span<const WorkItem> items, int tile, int overhead) {
+  std::vector<std::int64_t> costs;
+  costs.reserve(items.size());
+  for (const WorkItem& it : items) costs.push_back(item_cost(std::int64_t(it.kv_end) - it.kv_begin, tile, overhead));
+  return costs;
+}
+
+// The costs of every request cut at `chunk` tokens (work_list_from_chunks' pieces), costliest
+// first: the list that work_list_from_chunks would make, without making it.
+void chunk_costs(std::span<const std::int32_t> kv_lengths, std::int64_t chunk, int tile, int overhead,
+                 std::vector<std::int64_t>* costs) {
+  costs->clear();
+  for (std::int32_t len : kv_lengths) {
+    const std::int64_t n = pieces(len, chunk);
+    const std::int64_t per = n == 1 ? len : ((len + n - 1) / n + tile - 1) / tile * tile;
+    for (std::int64_t begin = 0, k = 0; k < n; begin += per, ++k) {
+      costs->push_back(item_cost(std::min<std::int64_t>(len, begin + per) - begin, tile, overhead));
+    }
+  }
+  std::sort(costs->begin(), costs->end(), std::greater<>());
+}
+
+// list_makespan of items of these costs, in this order.
+std::int64_t makespan_of(std::span<const std::int64_t> costs, int slots) {
+  // Finish times of the busy slots, earliest on top; a slot takes the next item when it frees.
+  std::priority_queue<std::int64_t, std::vector<std::int64_t>, std::greater<>> free_at;
+  std::int64_t end = 0;
+  for (std::int64_t cost : costs) {
+    std::int64_t start = 0;
+    if (int(free_at.size()) == slots) {
+      start = free_at.top();
+      free_at.pop();
+    }
+    free_at.push(start + cost);
+    end = std::max(end, start + cost);
+  }
+  return end;
+}
+
+// The chunk, in tiles, at which every request cut (work_list_from_chunks with one chunk) makes a
+// list of more than `min_items` and at most `max_items` items that costs least by
+// `cost(costs costliest first, items)`, if that is at most `limit`; scanned from the longest request
+// down in steps of at most 1/kChunkScanSteps, then every chunk within a step of the best. A chunk is
+// scored only when neither bound of any schedule on `slots` — its costliest item, its items' mean
+// per slot — exceeds `limit` or the best so far; the scan stops where the mean does (it only grows
+// as the chunk shrinks). 0 when no chunk qualifies.
+template <class Cost>
+std::int64_t cheapest_chunk_tiles(std::span<const std::int32_t> kv_lengths, int tile, int overhead, int slots,
+                                  std::int64_t min_items, std::int64_t max_items, std::int64_t limit, const Cost& cost,
+                                  std::int64_t* best_cost) {
+  constexpr int kChunkScanSteps = 16;
+  std::int64_t max_tiles = 0, tiles = 0;
+  for (std::int32_t len : kv_lengths) {
+    max_tiles = std::max(max_tiles, (std::int64_t(len) + tile - 1) / tile);
+    tiles += (std::int64_t(len) + tile - 1) / tile;
+  }
+  std::vector<std::int64_t> costs;
+  std::int64_t best = 0;
+  const auto try_chunk = [&](std::int64_t ct) {  // false: nothing finer can qualify
+    std::int64_t n = 0, costliest = 0;
+    for (std::int32_t len : kv_lengths) {
+      const std::int64_t k = pieces(len, ct * tile);
+      n += k;
+      costliest = std::max(costliest, item_cost((len + k - 1) / k, tile, overhead));
+    }
+    const std::int64_t mean = (tiles + n * overhead + slots - 1) / slots;
+    if (n > max_items || mean > limit) return false;
+    const std::int64_t bar = best == 0 ? limit : std::min(limit, *best_cost - 1);
+    if (n <= min_items || costliest > bar || mean > bar) return true;
+    chunk_costs(kv_lengths, ct * tile, tile, overhead, &costs);
+    const std::int64_t c = cost(std::span<const std::int64_t>(costs), n);
+    if (c <= bar) {
+      *best_cost = c;
+      best = ct;
+    }
+    return true;
+  };
+  for (std::int64_t ct = max_tiles; ct >= 1 && try_chunk(ct); ct -= std::max<std::int64_t>(1, ct / kChunkScanSteps)) {
+  }
+  if (best == 0) return 0;
+  const std::int64_t around = best, step = std::max<std::int64_t>(1, around / kChunkScanSteps);
+  for (std::int64_t ct = std::min(max_tiles, around + step); ct >= std::max<std::int64_t>(1, around - step); --ct) {
+    if (ct != around) try_chunk(ct);
+  }
+  return best;
+}
+
 }  // namespace
 
 WorkspaceLayout workspace_layout(int requests, int rows_per_item, int target_items) {
@@ -118,22 +211,7 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
 }
 
 std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile, int item_overhead_tiles) {
-  slots = std::max(slots, 1);
-  tile = std::max(tile, 1);
-  // Finish times of the busy slots, earliest on top; a slot takes the next item when it frees.
-  std::priority_queue<std::int64_t, std::vector<std::int64_t>, std::greater<>> free_at;
-  std::int64_t end = 0;
-  for (const WorkItem& it : items) {
-    std::int64_t start = 0;
-    if (int(free_at.size()) == slots) {
-      start = free_at.top();
-      free_at.pop();
-    }
-    const std::int64_t done = start + (std::int64_t(it.kv_end) - it.kv_begin + tile - 1) / tile + item_overhead_tiles;
-    free_at.push(done);
-    end = std::max(end, done);
-  }
-  return end;
+  return makespan_of(item_costs(items, std::max(tile, 1), item_overhead_tiles), std::max(slots, 1));
 }
 
 WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items) {
@@ -141,9 +219,9 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   const int batch = int(kv_lengths.size());
   slots = std::max(slots, 1);
   tile = std::max(tile, 1);
-  if (batch <= slots) return best;
+  const auto combine = [](bool split) { return split ? kCombineTiles : 0; };
   const auto cost = [&](const WorkList& wl) {
-    return list_makespan(wl.items, slots, tile, kItemOverheadTiles) + (wl.num_split_requests > 0 ? kCombineTiles : 0);
+    return list_makespan(wl.items, slots, tile, kItemOverheadTiles) + combine(wl.num_split_requests > 0);
   };
   const std::int64_t base = cost(best);
   std::int64_t best_cost = base;
@@ -161,46 +239,63 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
     best = std::move(wl);
     best_cost = c;
   };
-  // Requests longest first (stably): the head keeps the longest whole.
-  std::vector<int> order(static_cast<std::size_t>(batch));
-  for (int b = 0; b < batch; ++b) order[std::size_t(b)] = b;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return kv_lengths[std::size_t(a)] > kv_lengths[std::size_t(b)]; });
-  constexpr std::int64_t kWhole = std::int64_t(1) << 40;
-  const int full_waves = batch / slots;
-  for (int waves = full_waves; waves >= std::max(0, full_waves - 1); --waves) {
-    const int head = waves * slots;
-    std::int64_t tail_tiles = 0;
-    for (int i = head; i < batch; ++i) {
-      tail_tiles =
-          std::max<std::int64_t>(tail_tiles, (kv_lengths[std::size_t(order[std::size_t(i)])] + tile - 1) / tile);
-    }
-    const auto tail_items = [&](std::int64_t chunk) {
-      std::int64_t n = 0;
-      for (int i = head; i < batch; ++i) n += pieces(kv_lengths[std::size_t(order[std::size_t(i)])], chunk);
-      return n;
-    };
-    for (int fill = 1; fill <= kTailWaves; ++fill) {
-      const std::int64_t cap = std::min<std::int64_t>(std::int64_t(fill) * slots, std::int64_t(max_items) - head);
-      if (tail_tiles < 2 || tail_items(tail_tiles * tile) > cap) continue;  // nothing to cut, or no room
-      // Smallest chunk (in tiles) whose tail pieces fit `fill` waves and the workspace.
-      const std::int64_t lo = smallest_chunk_tiles(tail_tiles, tile, cap, tail_items);
-      // The tail at chunk `lo`; then, when a finer chunk would overflow the cap, the longest tail
-      // requests at that finer chunk as far as the cap allows (e.g. 136 requests of 128 tiles,
-      // room for 400 pieces: 128 in thirds and 8 in halves, rather than all 136 in halves).
-      for (int mixed = 0; mixed <= (lo > 1 ? 1 : 0); ++mixed) {
-        std::vector<std::int64_t> chunks(std::size_t(batch), kWhole);
-        std::int64_t room = cap - tail_items(lo * tile);
-        for (int i = head; i < batch; ++i) {
-          const std::int32_t len = kv_lengths[std::size_t(order[std::size_t(i)])];
-          const std::int64_t extra = mixed == 1 ? pieces(len, (lo - 1) * tile) - pieces(len, lo * tile) : 0;
-          const bool finer = mixed == 1 && extra <= room;
-          if (finer) room -= extra;
-          chunks[std::size_t(order[std::size_t(i)])] = (finer ? lo - 1 : lo) * tile;
+  if (batch > slots) {  // the tail of a partly empty last wave
+    // Requests longest first (stably): the head keeps the longest whole.
+    std::vector<int> order(static_cast<std::size_t>(batch));
+    for (int b = 0; b < batch; ++b) order[std::size_t(b)] = b;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return kv_lengths[std::size_t(a)] > kv_lengths[std::size_t(b)]; });
+    constexpr std::int64_t kWhole = std::int64_t(1) << 40;
+    const int full_waves = batch / slots;
+    for (int waves = full_waves; waves >= std::max(0, full_waves - 1); --waves) {
+      const int head = waves * slots;
+      std::int64_t tail_tiles = 0;
+      for (int i = head; i < batch; ++i) {
+        tail_tiles =
+            std::max<std::int64_t>(tail_tiles, (kv_lengths[std::size_t(order[std::size_t(i)])] + tile - 1) / tile);
+      }
+      const auto tail_items = [&](std::int64_t chunk) {
+        std::int64_t n = 0;
+        for (int i = head; i < batch; ++i) n += pieces(kv_lengths[std::size_t(order[std::size_t(i)])], chunk);
+        return n;
+      };
+      for (int fill = 1; fill <= kTailWaves; ++fill) {
+        const std::int64_t cap = std::min<std::int64_t>(std::int64_t(fill) * slots, std::int64_t(max_items) - head);
+        if (tail_tiles < 2 || tail_items(tail_tiles * tile) > cap) continue;  // nothing to cut, or no room
+        // Smallest chunk (in tiles) whose tail pieces fit `fill` waves and the workspace.
+        const std::int64_t lo = smallest_chunk_tiles(tail_tiles, tile, cap, tail_items);
+        // The tail at chunk `lo`; then, when a finer chunk would overflow the cap, the longest tail
+        // requests at that finer chunk as far as the cap allows (e.g. 136 requests of 128 tiles,
+        // room for 400 pieces: 128 in thirds and 8 in halves, rather than all 136 in halves).
+        for (int mixed = 0; mixed <= (lo > 1 ? 1 : 0); ++mixed) {
+          std::vector<std::int64_t> chunks(std::size_t(batch), kWhole);
+          std::int64_t room = cap - tail_items(lo * tile);
+          for (int i = head; i < batch; ++i) {
+            const std::int32_t len = kv_lengths[std::size_t(order[std::size_t(i)])];
+            const std::int64_t extra = mixed == 1 ? pieces(len, (lo - 1) * tile) - pieces(len, lo * tile) : 0;
+            const bool finer = mixed == 1 && extra <= room;
+            if (finer) room -= extra;
+            chunks[std::size_t(order[std::size_t(i)])] = (finer ? lo - 1 : lo) * tile;
+          }
+          consider(work_list_from_chunks(kv_lengths, chunks, tile));
         }
-        consider(work_list_from_chunks(kv_lengths, chunks, tile));
       }
     }
+  }
+  // Then every request cut at one chunk into more items than a wave, as far as the workspace holds: the
+  // block scheduler starts them longest first as slots free. (A one-wave list of a ragged batch
+  // near a wave's size keeps its longest requests nearly whole: 256 requests of up to 8192 tokens
+  // on 264 slots run 124-tile items beside a mean of 60.)
+  std::int64_t chunk_cost = 0;
+  const std::int64_t chunk_tiles = cheapest_chunk_tiles(
+      kv_lengths, tile, kItemOverheadTiles, slots, slots, max_items, (100 - kMinGainPercent) * base / 100,
+      [&](std::span<const std::int64_t> costs, std::int64_t n) {
+        return makespan_of(costs, slots) + combine(n > batch);
+      },
+      &chunk_cost);
+  if (chunk_tiles > 0) {
+    consider(
+        work_list_from_chunks(kv_lengths, std::vector<std::int64_t>(std::size_t(batch), chunk_tiles * tile), tile));
   }
   return best;
 }
@@ -230,33 +325,6 @@ void set_kv_bases(std::span<WorkItem> items, std::span<const std::int32_t> kv_in
 }
 
 namespace {
-
-// A walking CTA's cost of an item: its tiles plus kWalkItemTiles (its epilogue and the next item's start).
-std::int64_t walk_cost(std::int64_t tokens, int tile) {
-  return (tokens + tile - 1) / tile + kWalkItemTiles;
-}
-
-std::vector<std::int64_t> walk_costs(std::span<const WorkItem> items, int tile) {
-  std::vector<std::int64_t> costs;
-  costs.reserve(items.size());
-  for (const WorkItem& it : items) costs.push_back(walk_cost(std::int64_t(it.kv_end) - it.kv_begin, tile));
-  return costs;
-}
-
-// The walk costs of every request cut at `chunk` tokens (work_list_from_chunks' pieces), costliest
-// first: the list that work_list_from_chunks would make, without making it.
-void chunk_costs(std::span<const std::int32_t> kv_lengths, std::int64_t chunk, int tile,
-                 std::vector<std::int64_t>* costs) {
-  costs->clear();
-  for (std::int32_t len : kv_lengths) {
-    const std::int64_t n = pieces(len, chunk);
-    const std::int64_t per = n == 1 ? len : ((len + n - 1) / n + tile - 1) / tile * tile;
-    for (std::int64_t begin = 0, k = 0; k < n; begin += per, ++k) {
-      costs->push_back(walk_cost(std::min<std::int64_t>(len, begin + per) - begin, tile));
-    }
-  }
-  std::sort(costs->begin(), costs->end(), std::greater<>());
-}
 
 // A walking grid's assignment: the CTA and the round (its position among the CTA's items) of every
 // item, and the CTAs' loads (walk cost sums).
@@ -376,12 +444,12 @@ void lay_out_walk(std::span<WorkItem> items, const WalkAssignment& a, int grid) 
 
 void walk_order(std::span<WorkItem> items, int grid, int tile) {
   if (grid < 1 || std::int64_t(items.size()) <= grid) return;
-  lay_out_walk(items, assign_walk(walk_costs(items, std::max(tile, 1)), grid), grid);
+  lay_out_walk(items, assign_walk(item_costs(items, std::max(tile, 1), kWalkItemTiles), grid), grid);
 }
 
 std::int64_t walk_makespan(std::span<const WorkItem> items, int grid, int tile) {
   if (grid < 1) return 0;
-  const std::vector<std::int64_t> costs = walk_costs(items, std::max(tile, 1));
+  const std::vector<std::int64_t> costs = item_costs(items, std::max(tile, 1), kWalkItemTiles);
   std::vector<std::int64_t> load(std::size_t(grid), 0);
   for (std::size_t i = 0; i < costs.size(); ++i) load[i % std::size_t(grid)] += costs[i];
   return *std::max_element(load.begin(), load.end());
@@ -391,52 +459,37 @@ WorkList walking_work_list(std::span<const std::int32_t> kv_lengths, WorkList wl
   tile = std::max(tile, 1);
   if (grid < 1 || std::int64_t(wl.items.size()) <= grid) return wl;
   const auto combine = [](bool split) { return split ? kCombineTiles : 0; };
-  WalkAssignment best = assign_walk(walk_costs(wl.items, tile), grid);
+  WalkAssignment best = assign_walk(item_costs(wl.items, tile, kWalkItemTiles), grid);
   const std::int64_t base = best.makespan() + combine(wl.num_split_requests > 0);
   const auto gains = [&](std::int64_t cost) {
     return std::int64_t(100) * cost <= std::int64_t(100 - kWalkMinGainPercent) * base;
   };
   // No list beats the CTAs' mean load with every request whole: when that is within the margin,
   // keep the list (many rounds of short items; plan() stays cheap).
-  std::int64_t least_load = 0, max_tiles = 0;
-  for (std::int32_t len : kv_lengths) {
-    least_load += walk_cost(len, tile);
-    max_tiles = std::max(max_tiles, (std::int64_t(len) + tile - 1) / tile);
+  std::int64_t least_load = 0;
+  for (std::int32_t len : kv_lengths) least_load += item_cost(len, tile, kWalkItemTiles);
+  if (!gains((least_load + grid - 1) / grid)) {
+    lay_out_walk(wl.items, best, grid);
+    return wl;
   }
-  if (gains((least_load + grid - 1) / grid)) {
-    // Every request cut at one chunk, from whole requests down to what the workspace holds, in
-    // steps of 1/kWalkChunkSteps, then every chunk around the best: each list in rounds
-    // (assign_rounds alone, on costs only); the cheapest then with swaps too.
-    std::vector<std::int64_t> costs;
-    std::int64_t cand_cost = -1, cand_tiles = 0;
-    const auto try_chunk = [&](std::int64_t ct) {  // false: more items than the workspace holds
-      std::int64_t n = 0;
-      for (std::int32_t len : kv_lengths) n += pieces(len, ct * tile);
-      if (n > max_items) return false;
-      if (n <= grid) return true;
-      chunk_costs(kv_lengths, ct * tile, tile, &costs);
-      const std::int64_t c = assign_rounds(costs, grid).makespan() + combine(n > std::int64_t(kv_lengths.size()));
-      if (cand_cost < 0 || c < cand_cost) {
-        cand_cost = c;
-        cand_tiles = ct;
-      }
-      return true;
-    };
-    for (std::int64_t ct = max_tiles; ct >= 1 && try_chunk(ct); ct -= std::max<std::int64_t>(1, ct / kWalkChunkSteps)) {
-    }
-    const std::int64_t around = cand_tiles, step = std::max<std::int64_t>(1, around / kWalkChunkSteps);
-    for (std::int64_t ct = std::min(max_tiles, around + step); ct >= std::max<std::int64_t>(1, around - step); --ct) {
-      if (ct != around) try_chunk(ct);
-    }
-    if (cand_cost >= 0 && gains(cand_cost)) {
-      std::vector<std::int64_t> chunks(kv_lengths.size(), cand_tiles * tile);
-      WorkList l = work_list_from_chunks(kv_lengths, chunks, tile);
-      WalkAssignment a = assign_walk(walk_costs(l.items, tile), grid);
-      if (gains(a.makespan() + combine(l.num_split_requests > 0))) {
-        l.tokens_per_split = int(std::min<std::int64_t>(cand_tiles * tile, 1 << 30));
-        wl = std::move(l);
-        best = std::move(a);
-      }
+  // Every request cut at one chunk, from whole requests down to what the workspace holds: each list
+  // scored in rounds (assign_rounds alone, on costs only); the cheapest then with swaps too.
+  const std::int64_t batch = std::int64_t(kv_lengths.size());
+  std::int64_t cand_cost = 0;
+  const std::int64_t cand_tiles = cheapest_chunk_tiles(
+      kv_lengths, tile, kWalkItemTiles, grid, grid, max_items, (100 - kWalkMinGainPercent) * base / 100,
+      [&](std::span<const std::int64_t> costs, std::int64_t n) {
+        return assign_rounds(costs, grid).makespan() + combine(n > batch);
+      },
+      &cand_cost);
+  if (cand_tiles > 0) {
+    const std::vector<std::int64_t> chunks(kv_lengths.size(), cand_tiles * tile);
+    WorkList l = work_list_from_chunks(kv_lengths, chunks, tile);
+    WalkAssignment a = assign_walk(item_costs(l.items, tile, kWalkItemTiles), grid);
+    if (gains(a.makespan() + combine(l.num_split_requests > 0))) {
+      l.tokens_per_split = int(std::min<std::int64_t>(cand_tiles * tile, 1 << 30));
+      wl = std::move(l);
+      best = std::move(a);
     }
   }
   lay_out_walk(wl.items, best, grid);

@@ -79,18 +79,22 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
 // of `tile` tokens plus `item_overhead_tiles` (its start, end and partial). In tiles.
 std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile, int item_overhead_tiles);
 
-// The CUDA plan's work list (perf-notes v117, v117b). build_work_list's, except when the requests
-// outnumber one wave of `slots` and its last wave leaves slots idle: then the longest requests stay
-// whole for the full waves (all of them, or one fewer) and the rest — the tail — are cut as finely
-// as fits 1..kTailWaves waves (the smallest chunk whose pieces fit; or, where the next finer cut
-// would not fit, its longest requests cut finer as far as it fits: v117b), whichever of these lists
-// costs least — list_makespan (kItemOverheadTiles per item) plus kCombineTiles when requests are
-// split — if it costs at least kMinGainPercent % less than build_work_list's. (So a list that cuts
-// nothing can win over an even-share list that does, by the combine it saves.) No list exceeds `max_items` items
-// (the workspace layout's). Example, 160 requests of 8192 tokens on 132 slots: 132 whole requests
-// and 28 in 4 pieces of 2048 (makespan 168 tiles) instead of 28 whole ones in a second wave (264).
-// The model counts tiles per slot, not DRAM: it overstates what partial waves cost a DRAM-bound
-// format, hence the margin.
+// The CUDA plan's work list (perf-notes v117, v117b, v120): build_work_list's, or the cheapest of
+// these by list_makespan (kItemOverheadTiles per item) plus kCombineTiles when requests are split,
+// if it costs at least kMinGainPercent % less:
+// * when the requests outnumber one wave of `slots` (v117, v117b): the longest requests whole for
+//   the full waves (all of them, or one fewer) and the rest — the tail — cut as finely as fits
+//   1..kTailWaves waves (the smallest chunk whose pieces fit; or, where the next finer cut would
+//   not fit, its longest requests cut finer as far as it fits). Example, 160 requests of 8192
+//   tokens on 132 slots: 132 whole requests and 28 in 4 pieces of 2048 (makespan 168 tiles)
+//   instead of 28 whole ones in a second wave (264);
+// * every request cut at one chunk into more items than a wave (v120; on a tie the lists above
+//   stand), scanned from whole requests down to what `max_items` holds. Example, 256 ragged
+//   requests of up to 8192 tokens on 264 slots: one wave's list keeps 124-tile items beside a mean
+//   load of 60 (makespan 128); cut at 42 tiles, 516 items, 72.
+// (So a list that cuts nothing can win over an even-share list that does, by the combine it saves.)
+// No list exceeds `max_items` items (the workspace layout's). The model counts tiles per slot, not
+// DRAM: it overstates what partial waves cost a DRAM-bound format, hence the margin.
 constexpr int kItemOverheadTiles = 4;
 constexpr int kCombineTiles = 2;
 constexpr int kTailWaves = 3;
@@ -134,15 +138,14 @@ void walk_order(std::span<WorkItem> items, int grid, int tile);
 std::int64_t walk_makespan(std::span<const WorkItem> items, int grid, int tile);
 
 // The work list of a walking grid (perf-notes v119), in walk_order: `wl` (the CUDA plan's list), or
-// every request cut at one chunk — the one, from whole requests down to what `max_items` holds (in
-// steps of at most 1/kWalkChunkSteps, then every chunk within a step of the best), whose list in rounds leaves the
-// least load on the busiest CTA (plus kCombineTiles when requests are split) — if walk_order leaves that list at least
-// kWalkMinGainPercent % cheaper than `wl`. The chunks are searched only when the CTAs' mean load with
-// every request whole is that much below `wl`'s busiest CTA. Example (ragged, 200 requests of up to
-// 8192 tokens, 132 CTAs): `wl` cuts at 92 tiles, 249 items in two rounds, the busiest CTA at 105
-// tiles; a 67-tile cut gives 284 items and 96.
+// every request cut at one chunk — the one, from whole requests down to what `max_items` holds
+// (balanced_work_list's scan), whose list in rounds leaves the least load on the busiest CTA (plus
+// kCombineTiles when requests are split) — if walk_order leaves that list at least
+// kWalkMinGainPercent % cheaper than `wl`. The chunks are searched only when the CTAs' mean load
+// with every request whole is that much below `wl`'s busiest CTA. Example (ragged, 200 requests of
+// up to 8192 tokens, 132 CTAs): build_work_list cuts at 92 tiles, 249 items in two rounds, the
+// busiest CTA at 105 tiles; a 67-tile cut gives 284 items and 96.
 constexpr int kWalkMinGainPercent = 2;
-constexpr int kWalkChunkSteps = 16;
 WorkList walking_work_list(std::span<const std::int32_t> kv_lengths, WorkList wl, int grid, int tile, int max_items);
 
 // Whether a call's KV copies should go under an L2 evict-first policy (Plan::kv_evict_first): when

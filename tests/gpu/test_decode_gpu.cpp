@@ -301,7 +301,8 @@ TEST(GpuDecode, Bf16CtasWalkSeveralItems) {
 
 // A walking grid whose even-share list leaves the CTAs uneven (perf-notes v119): ragged requests of up
 // to 8192 tokens, 200 of them (as `mla bench --ragged` draws them), cut at 92 tiles they make 249
-// items in two rounds; walking_work_list cuts them finer, into more items, more of them split.
+// items in two rounds; the CUDA plan cuts them finer, into more items, more of them split (v119's
+// walking_work_list, and since v120 balanced_work_list's own scan, pick the same 67-tile cut).
 // Contiguous and pages of 16, 1 and 2 query tokens per request, peaked inputs, against the reference.
 TEST(GpuDecode, Bf16WalkingListCutForEvenCtas) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
@@ -323,7 +324,7 @@ TEST(GpuDecode, Bf16WalkingListCutForEvenCtas) {
     for (std::int32_t len : spec.kv_lens) {
       for (int i = 0; i < sh.s_q; ++i) rows.push_back(std::int32_t(visible_keys(len, sh.s_q, i)));
     }
-    const WorkList even = balanced_work_list(rows, pl.device_sms, 64, int(rows.size()) + pl.device_sms);
+    const WorkList even = build_work_list(rows, pl.device_sms, 64);  // the even share per item
     EXPECT_LT(pl.grid, pl.num_work_items) << describe(pl);
     EXPECT_GT(pl.num_work_items, int(even.items.size())) << "the finer cut | " << describe(pl);
     EXPECT_LT(pl.tokens_per_split, even.tokens_per_split) << describe(pl);
@@ -607,17 +608,20 @@ TEST(GpuDecode, LongItemsCopyWholeTilesByTma) {
 // would leave idle (balanced_work_list, perf-notes v117), merged by the combine. Per format,
 // contiguous and in pages of 16 rows, one and two query tokens, a few shorter requests among them
 // (partial tiles); the reference checks every request.
+// The SMs plan() counts on this device (Plan::device_sms).
+void planned_sms(int* sms) {
+  CaseSpec tiny = CaseSpec::uniform(1, 64, KvFormat::bf16);
+  const HostInputs in = make_inputs(tiny);
+  GpuCase gc;
+  Plan pl;
+  ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
+  *sms = pl.device_sms;
+}
+
 TEST(GpuDecode, TailRequestsCutToFillTheLastWave) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   int sms = 0;
-  {
-    CaseSpec tiny = CaseSpec::uniform(1, 64, KvFormat::bf16);
-    const HostInputs in = make_inputs(tiny);
-    GpuCase gc;
-    Plan pl;
-    ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
-    sms = pl.device_sms;
-  }
+  ASSERT_NO_FATAL_FAILURE(planned_sms(&sms));
   struct Shape {
     int page, s_q;
   };
@@ -643,9 +647,38 @@ TEST(GpuDecode, TailRequestsCutToFillTheLastWave) {
   }
 }
 
+// A ragged batch of about a wave's size (perf-notes v120): a wave's worth of requests of up to 2048
+// tokens (bf16: SMs − 4, fp8 and MXFP4: 2 × SMs − 8), every request cut into more items than one wave
+// holds (bf16: walked), contiguous and pages of 16, peaked inputs, against the reference.
+TEST(GpuDecode, RaggedBatchOfAWaveCutBeyondOneWave) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  int sms = 0;
+  ASSERT_NO_FATAL_FAILURE(planned_sms(&sms));
+  for (KvFormat f : kFormats) {
+    const int slots = sms * (f == KvFormat::bf16 ? 1 : 2), batch = slots - slots / 33;
+    for (int page : {0, 16}) {
+      CaseSpec spec;
+      spec.kv_lens = ragged_lengths(batch, 1, 2048);
+      spec.format = f;
+      spec.dist = Distribution::peaked;
+      spec.page_size = page;
+      spec.spare_rows = 64;
+      spec.seed = 97 + page;
+      Plan pl;
+      ASSERT_NO_FATAL_FAILURE(expect_correct(spec, true, &pl));
+      EXPECT_GT(pl.num_work_items, slots) << describe(pl);
+      EXPECT_GT(pl.num_split_requests, 0) << describe(pl);
+      if (f == KvFormat::bf16) {
+        EXPECT_LT(pl.grid, pl.num_work_items) << describe(pl);
+      }
+    }
+  }
+}
+
 // The TMA kernel where plan() would not pick it (the flag set by the caller), in each format's
 // general kernel: fp8 with 280 requests (more than its 264 slots, so items of up to 5 tiles, not
-// one-tile ones), bf16 with 40 (more would walk, and the walking kernel has no TMA instantiation);
+// one-tile ones), bf16 with 32 (more would walk, and the walking kernel has no TMA instantiation: 40
+// requests of 3 query tokens make 150 items since v120);
 // empty and one-token requests, partial last tiles, items that start at odd cache rows (fp8's go row
 // by row, bf16's map is over rows), pages of 64 rows (whole tiles by TMA) and 16 rows (row by row),
 // padded rows (fp8: the cp.async kernel; bf16: by TMA, the map's row stride), 2 and 3 query tokens
@@ -661,7 +694,7 @@ TEST(GpuDecode, KvTmaChangesNoResult) {
          {Shape{0, 0, 1}, Shape{64, 0, 1}, Shape{16, 0, 1}, Shape{0, 32, 1}, Shape{0, 0, 2}, Shape{64, 0, 3}}) {
       CaseSpec spec;
       const std::int32_t lens[] = {1001, 700, 129, 320, 0, 200, 64, 1};  // from row 1001 on, starts odd and even
-      for (int b = 0; b < (f == KvFormat::fp8 ? 280 : 40); ++b) spec.kv_lens.push_back(lens[b % 8]);
+      for (int b = 0; b < (f == KvFormat::fp8 ? 280 : 32); ++b) spec.kv_lens.push_back(lens[b % 8]);
       spec.format = f;
       spec.dist = Distribution::peaked;
       spec.page_size = sh.page;

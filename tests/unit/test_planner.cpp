@@ -249,18 +249,46 @@ TEST(Planner, BalancedListMixesTwoCutsWithinTheRoom) {
 }
 
 // The tail may also be the full wave's requests and the rest (one wave fewer kept whole; here none):
-// 133 requests on 132 slots, 88 of 2048 tokens and 45 of 682. Keeping 132 whole leaves a tail of one
-// short request; cutting all 133 — 43 long ones in thirds, the other 45 long ones in halves, the short
-// ones whole — gives 264 items in two waves (makespan 35 tiles; the even-share list's halves: 40).
+// 133 requests on 132 slots, 66 of 2048 tokens and 67 of 1000. Keeping 132 whole leaves a tail of one
+// short request; cutting all 133 — 65 long ones in thirds, the last long one in halves, the short
+// ones whole — gives 264 items in two waves (makespan 35 tiles; without this branch 36; the
+// even-share list: 40).
 TEST(Planner, BalancedListMayCutTheLastFullWaveToo) {
   std::vector<std::int32_t> lens(133, 2048);
-  for (std::size_t i = 0; i < lens.size(); i += 3) lens[i] = 682;
+  for (std::size_t i = 0; i < lens.size(); i += 2) lens[i] = 1000;
   const int slots = 132, max_items = 133 + 264;
   const WorkList wl = balanced_work_list(lens, slots, 64, max_items);
   check_list(wl, lens, slots, 64, max_items);
-  EXPECT_EQ(item_sizes(wl), (std::map<std::int32_t, int>{{1024, 90}, {704, 86}, {682, 45}, {640, 43}}));
+  EXPECT_EQ(item_sizes(wl), (std::map<std::int32_t, int>{{1024, 2}, {1000, 67}, {704, 130}, {640, 65}}));
   EXPECT_EQ(list_makespan(wl.items, slots, 64, kItemOverheadTiles), 35);
   EXPECT_EQ(list_makespan(build_work_list(lens, slots, 64).items, slots, 64, kItemOverheadTiles), 40);
+}
+
+// A ragged batch of about a wave's size (perf-notes v120): one wave leaves no room to cut, so the
+// longest requests would stay nearly whole beside a mean load half their size. 256 requests of up to
+// 8192 tokens on 264 slots: build_work_list's 264 items take 128 tiles (with the overhead) on the
+// busiest slot against 64 on average; every request cut at one chunk into two waves' worth, 72.
+TEST(Planner, BalancedListCutsRaggedBatchesBeyondOneWave) {
+  const std::vector<std::int32_t> lens = testing::ragged_lengths(256, 1, 8192);
+  const int slots = 264, max_items = 256 + 264;
+  const WorkList one_wave = build_work_list(lens, slots, 64);
+  const WorkList wl = balanced_work_list(lens, slots, 64, max_items);
+  check_list(wl, lens, slots, 64, max_items);
+  EXPECT_EQ(one_wave.items.size(), 264u);
+  EXPECT_EQ(list_makespan(one_wave.items, slots, 64, kItemOverheadTiles), 128);
+  EXPECT_EQ(wl.items.size(), 516u);
+  EXPECT_EQ(list_makespan(wl.items, slots, 64, kItemOverheadTiles), 72);
+  // bf16's 132 slots (the workspace holds 264 more items than requests whatever the format), 128
+  // requests: 132 items of up to 122 tiles, 126 with the overhead; cut into 263 of at most 45 tiles,
+  // which walk (v119 then re-cuts them by its own model).
+  const std::vector<std::int32_t> lens128(lens.begin(), lens.begin() + 128);
+  const WorkList bf16 = balanced_work_list(lens128, 132, 64, 128 + 264);
+  check_list(bf16, lens128, 264, 64, 128 + 264);
+  EXPECT_EQ(build_work_list(lens128, 132, 64).items.size(), 132u);
+  EXPECT_EQ(list_makespan(build_work_list(lens128, 132, 64).items, 132, 64, kItemOverheadTiles), 126);
+  EXPECT_EQ(bf16.items.size(), 263u);
+  EXPECT_LE(bf16.tokens_per_split, 45 * 64);
+  EXPECT_EQ(walking_grid(bf16.items, 132, 64 * 64), 132);
 }
 
 // Where cutting gains less than kMinGainPercent — one wave, a full or nearly full last wave (the
@@ -446,11 +474,13 @@ TEST(Planner, WalkingListCutsFinerForEvenCtas) {
   const auto cost = [](const WorkList& wl, std::span<const WorkItem> walked) {
     return walk_makespan(walked, kGrid, kTile) + (wl.num_split_requests > 0 ? kCombineTiles : 0);
   };
-  // 200 requests of up to 8192 tokens (`mla bench --ragged`'s draw): cut at 92 tiles, 249 items in
-  // two rounds, the busiest CTA at 105 tiles (the planner's comment); a 67-tile cut, 284 items, 96.
+  // 200 requests of up to 8192 tokens (`mla bench --ragged`'s draw): cut at the even share, 92 tiles,
+  // 249 items in two rounds, the busiest CTA at 105 tiles (the planner's comment); a 67-tile cut,
+  // 284 items, 96. (balanced_work_list itself now picks that cut by its own model: the even-share
+  // list stands for any list the walking grid is given.)
   const std::vector<std::int32_t> lens = testing::ragged_lengths(200, 1, 8192);
   const int max_items = int(lens.size()) + kGrid;
-  const WorkList even = balanced_work_list(lens, kGrid, kTile, max_items);
+  const WorkList even = build_work_list(lens, kGrid, kTile);
   std::vector<WorkItem> even_walked = even.items;
   walk_order(even_walked, kGrid, kTile);
   const WorkList wl = walking_work_list(lens, even, kGrid, kTile, max_items);
