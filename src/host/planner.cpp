@@ -62,6 +62,20 @@ std::int64_t smallest_chunk_tiles(std::int64_t max_tiles, int tile, std::int64_t
   return lo;
 }
 
+// What splitting costs a list in the models, in tiles: kCombineTiles for the combine's launch when
+// anything is split.
+std::int64_t split_cost(std::int64_t partials) {
+  return partials > 0 ? kCombineTiles : 0;
+}
+
+// What a timeline list's partials cost beyond that, in tiles: one per partial spread over the slots
+// (a partial's write and the combine's read move about a tile's bytes). Timelines cut nearly every
+// request; with short ones that counts (ragged 256 × 1024 on 264 slots: ~500 partials, 2 tiles
+// beside a makespan of 15, and fp8 +7 %, MXFP4 +15 % without this term; perf-notes v121).
+std::int64_t partial_traffic(std::int64_t partials, int slots) {
+  return (partials + slots - 1) / slots;
+}
+
 // An item's cost in a model of the schedule, in tiles: its tiles plus `overhead` (its start, end
 // and partial).
 std::int64_t item_cost(std::int64_t tokens, int tile, int overhead) {
@@ -109,7 +123,7 @@ std::int64_t makespan_of(std::span<const std::int64_t> costs, int slots) {
 
 // The chunk, in tiles, at which every request cut (work_list_from_chunks with one chunk) makes a
 // list of more than `min_items` and at most `max_items` items that costs least by
-// `cost(costs costliest first, items)`, if that is at most `limit`; scanned from the longest request
+// `cost(costs costliest first, partials)`, if that is at most `limit`; scanned from the longest request
 // down in steps of at most 1/kChunkScanSteps, then every chunk within a step of the best. A chunk is
 // scored only when neither bound of any schedule on `slots` — its costliest item, its items' mean
 // per slot — exceeds `limit` or the best so far; the scan stops where the mean does (it only grows
@@ -127,10 +141,11 @@ std::int64_t cheapest_chunk_tiles(std::span<const std::int32_t> kv_lengths, int 
   std::vector<std::int64_t> costs;
   std::int64_t best = 0;
   const auto try_chunk = [&](std::int64_t ct) {  // false: nothing finer can qualify
-    std::int64_t n = 0, costliest = 0;
+    std::int64_t n = 0, partials = 0, costliest = 0;
     for (std::int32_t len : kv_lengths) {
       const std::int64_t k = pieces(len, ct * tile);
       n += k;
+      partials += k > 1 ? k : 0;
       costliest = std::max(costliest, item_cost((len + k - 1) / k, tile, overhead));
     }
     const std::int64_t mean = (tiles + n * overhead + slots - 1) / slots;
@@ -138,7 +153,7 @@ std::int64_t cheapest_chunk_tiles(std::span<const std::int32_t> kv_lengths, int 
     const std::int64_t bar = best == 0 ? limit : std::min(limit, *best_cost - 1);
     if (n <= min_items || costliest > bar || mean > bar) return true;
     chunk_costs(kv_lengths, ct * tile, tile, overhead, &costs);
-    const std::int64_t c = cost(std::span<const std::int64_t>(costs), n);
+    const std::int64_t c = cost(std::span<const std::int64_t>(costs), partials);
     if (c <= bar) {
       *best_cost = c;
       best = ct;
@@ -153,6 +168,55 @@ std::int64_t cheapest_chunk_tiles(std::span<const std::int32_t> kv_lengths, int 
     if (ct != around) try_chunk(ct);
   }
   return best;
+}
+
+// Every one of `slots` timelines filled to `cap` tiles (each item's tiles plus `overhead`), the
+// requests in order, each cut where a timeline fills (at least one tile per piece): FlashMLA's
+// scheduler, with the block scheduler as the walker. Items are listed by their planned start (all
+// timelines' first items, then the rest as their timelines reach them), so that the block
+// scheduler, which starts the next item on whichever slot frees first, runs each on a timeline's
+// slot. A request's pieces take consecutive partial slots in KV order. False when `cap` is too small.
+bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int overhead, std::int64_t cap,
+                        WorkList* out) {
+  struct Planned {
+    WorkItem item;
+    std::int64_t start;
+  };
+  std::vector<Planned> planned;
+  WorkList wl;
+  wl.splits.assign(kv_lengths.size(), RequestSplit{0, 0});
+  int timeline = 0;
+  std::int64_t load = 0;
+  for (std::size_t b = 0; b < kv_lengths.size(); ++b) {
+    const std::int64_t len = kv_lengths[b];
+    const std::size_t first = planned.size();
+    for (std::int64_t begin = 0;;) {
+      const std::int64_t room = cap - load - overhead;  // tiles this timeline can still take
+      const std::int64_t left = (len - begin + tile - 1) / tile;
+      if (left == 0 ? room < 0 : room < 1) {  // (an empty request still takes an item)
+        if (++timeline == slots) return false;
+        load = 0;
+        continue;
+      }
+      const std::int64_t end = left <= room ? len : begin + room * tile;
+      planned.push_back({{int(b), std::int32_t(begin), std::int32_t(end), -1}, load});
+      load += (end - begin + tile - 1) / tile + overhead;
+      begin = end;
+      if (begin >= len) break;
+    }
+    const int n = int(planned.size() - first);
+    if (n > 1) {
+      wl.splits[b] = {wl.num_partials, n};
+      for (int k = 0; k < n; ++k) planned[first + std::size_t(k)].item.partial = wl.num_partials++;
+      wl.max_request_partials = std::max(wl.max_request_partials, n);
+      ++wl.num_split_requests;
+    }
+  }
+  std::stable_sort(planned.begin(), planned.end(),
+                   [](const Planned& a, const Planned& b) { return a.start < b.start; });
+  for (const Planned& p : planned) wl.items.push_back(p.item);
+  *out = std::move(wl);
+  return true;
 }
 
 }  // namespace
@@ -214,14 +278,14 @@ std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile,
   return makespan_of(item_costs(items, std::max(tile, 1), item_overhead_tiles), std::max(slots, 1));
 }
 
-WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items) {
+WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items,
+                            bool timelines) {
   WorkList best = build_work_list(kv_lengths, slots, tile);
   const int batch = int(kv_lengths.size());
   slots = std::max(slots, 1);
   tile = std::max(tile, 1);
-  const auto combine = [](bool split) { return split ? kCombineTiles : 0; };
   const auto cost = [&](const WorkList& wl) {
-    return list_makespan(wl.items, slots, tile, kItemOverheadTiles) + combine(wl.num_split_requests > 0);
+    return list_makespan(wl.items, slots, tile, kItemOverheadTiles) + split_cost(wl.num_partials);
   };
   const std::int64_t base = cost(best);
   std::int64_t best_cost = base;
@@ -231,10 +295,11 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   for (std::int32_t len : kv_lengths) least_load += (std::int64_t(len) + tile - 1) / tile;
   if (std::int64_t(100) * (least_load / slots) > std::int64_t(100 - kMinGainPercent) * base) return best;
   // Only a clear gain replaces the even-share list (the model ignores DRAM's share of the time).
-  const auto consider = [&](WorkList wl) {
-    const std::int64_t c = cost(wl);
+  const auto consider = [&](WorkList wl, std::int64_t extra) {
+    const std::int64_t c = cost(wl) + extra;
     if (c >= best_cost || std::int64_t(100) * c > std::int64_t(100 - kMinGainPercent) * base) return;
-    const std::int64_t longest = wl.items.front().kv_end - wl.items.front().kv_begin;  // (longest first)
+    std::int64_t longest = 0;
+    for (const WorkItem& it : wl.items) longest = std::max<std::int64_t>(longest, it.kv_end - it.kv_begin);
     wl.tokens_per_split = int(std::min<std::int64_t>((longest + tile - 1) / tile * tile, 1 << 30));
     best = std::move(wl);
     best_cost = c;
@@ -277,7 +342,7 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
             if (finer) room -= extra;
             chunks[std::size_t(order[std::size_t(i)])] = (finer ? lo - 1 : lo) * tile;
           }
-          consider(work_list_from_chunks(kv_lengths, chunks, tile));
+          consider(work_list_from_chunks(kv_lengths, chunks, tile), 0);
         }
       }
     }
@@ -289,13 +354,31 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   std::int64_t chunk_cost = 0;
   const std::int64_t chunk_tiles = cheapest_chunk_tiles(
       kv_lengths, tile, kItemOverheadTiles, slots, slots, max_items, (100 - kMinGainPercent) * base / 100,
-      [&](std::span<const std::int64_t> costs, std::int64_t n) {
-        return makespan_of(costs, slots) + combine(n > batch);
+      [&](std::span<const std::int64_t> costs, std::int64_t partials) {
+        return makespan_of(costs, slots) + split_cost(partials);
       },
       &chunk_cost);
   if (chunk_tiles > 0) {
-    consider(
-        work_list_from_chunks(kv_lengths, std::vector<std::int64_t>(std::size_t(batch), chunk_tiles * tile), tile));
+    consider(work_list_from_chunks(kv_lengths, std::vector<std::int64_t>(std::size_t(batch), chunk_tiles * tile), tile),
+             0);
+  }
+  // Last the timelines (timeline_work_list) at the least capacity that holds every request (on a tie
+  // the lists above stand: they were measured first).
+  if (timelines) {
+    std::int64_t lo = (least_load + slots - 1) / slots, hi = lo;
+    WorkList tl;
+    while (!timeline_work_list(kv_lengths, slots, tile, kItemOverheadTiles, hi, &tl)) hi *= 2;
+    while (lo < hi) {
+      const std::int64_t mid = lo + (hi - lo) / 2;
+      if (timeline_work_list(kv_lengths, slots, tile, kItemOverheadTiles, mid, &tl)) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    timeline_work_list(kv_lengths, slots, tile, kItemOverheadTiles, lo, &tl);
+    const std::int64_t traffic = partial_traffic(tl.num_partials, slots);
+    if (int(tl.items.size()) <= max_items) consider(std::move(tl), traffic);
   }
   return best;
 }
@@ -458,9 +541,8 @@ std::int64_t walk_makespan(std::span<const WorkItem> items, int grid, int tile) 
 WorkList walking_work_list(std::span<const std::int32_t> kv_lengths, WorkList wl, int grid, int tile, int max_items) {
   tile = std::max(tile, 1);
   if (grid < 1 || std::int64_t(wl.items.size()) <= grid) return wl;
-  const auto combine = [](bool split) { return split ? kCombineTiles : 0; };
   WalkAssignment best = assign_walk(item_costs(wl.items, tile, kWalkItemTiles), grid);
-  const std::int64_t base = best.makespan() + combine(wl.num_split_requests > 0);
+  const std::int64_t base = best.makespan() + split_cost(wl.num_partials);
   const auto gains = [&](std::int64_t cost) {
     return std::int64_t(100) * cost <= std::int64_t(100 - kWalkMinGainPercent) * base;
   };
@@ -474,19 +556,18 @@ WorkList walking_work_list(std::span<const std::int32_t> kv_lengths, WorkList wl
   }
   // Every request cut at one chunk, from whole requests down to what the workspace holds: each list
   // scored in rounds (assign_rounds alone, on costs only); the cheapest then with swaps too.
-  const std::int64_t batch = std::int64_t(kv_lengths.size());
   std::int64_t cand_cost = 0;
   const std::int64_t cand_tiles = cheapest_chunk_tiles(
       kv_lengths, tile, kWalkItemTiles, grid, grid, max_items, (100 - kWalkMinGainPercent) * base / 100,
-      [&](std::span<const std::int64_t> costs, std::int64_t n) {
-        return assign_rounds(costs, grid).makespan() + combine(n > batch);
+      [&](std::span<const std::int64_t> costs, std::int64_t partials) {
+        return assign_rounds(costs, grid).makespan() + split_cost(partials);
       },
       &cand_cost);
   if (cand_tiles > 0) {
     const std::vector<std::int64_t> chunks(kv_lengths.size(), cand_tiles * tile);
     WorkList l = work_list_from_chunks(kv_lengths, chunks, tile);
     WalkAssignment a = assign_walk(item_costs(l.items, tile, kWalkItemTiles), grid);
-    if (gains(a.makespan() + combine(l.num_split_requests > 0))) {
+    if (gains(a.makespan() + split_cost(l.num_partials))) {
       l.tokens_per_split = int(std::min<std::int64_t>(cand_tiles * tile, 1 << 30));
       wl = std::move(l);
       best = std::move(a);

@@ -79,19 +79,24 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
 // of `tile` tokens plus `item_overhead_tiles` (its start, end and partial). In tiles.
 std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile, int item_overhead_tiles);
 
-// The CUDA plan's work list (perf-notes v117, v117b, v120): build_work_list's, or the cheapest of
-// these by list_makespan (kItemOverheadTiles per item) plus kCombineTiles when requests are split,
-// if it costs at least kMinGainPercent % less:
+// The CUDA plan's work list (perf-notes v117, v117b, v120, v121): build_work_list's, or the
+// cheapest of these by list_makespan (kItemOverheadTiles per item) plus, when requests are split,
+// kCombineTiles and a tile per partial spread over the slots — if it costs at least
+// kMinGainPercent % less; on a tie the one listed first here stands:
 // * when the requests outnumber one wave of `slots` (v117, v117b): the longest requests whole for
 //   the full waves (all of them, or one fewer) and the rest — the tail — cut as finely as fits
 //   1..kTailWaves waves (the smallest chunk whose pieces fit; or, where the next finer cut would
-//   not fit, its longest requests cut finer as far as it fits). Example, 160 requests of 8192
-//   tokens on 132 slots: 132 whole requests and 28 in 4 pieces of 2048 (makespan 168 tiles)
-//   instead of 28 whole ones in a second wave (264);
-// * every request cut at one chunk into more items than a wave (v120; on a tie the lists above
-//   stand), scanned from whole requests down to what `max_items` holds. Example, 256 ragged
-//   requests of up to 8192 tokens on 264 slots: one wave's list keeps 124-tile items beside a mean
-//   load of 60 (makespan 128); cut at 42 tiles, 516 items, 72.
+//   not fit, its longest requests cut finer as far as it fits). Example, 136 requests of 8192
+//   tokens on 132 slots: 132 whole and 4 cut into 128 pieces of 256 tokens (makespan 140 tiles)
+//   instead of 4 whole ones in a second wave (264);
+// * every request cut at one chunk into more items than a wave (v120), scanned from whole requests
+//   down to what `max_items` holds. Example, requests of 2, 26 and 7 tiles on 3 slots: the 26 in
+//   halves, 17 tiles against 30 (timelines: 19);
+// * with `timelines` (v121): every slot filled to the least capacity that holds every request,
+//   the requests in order, each cut where a slot fills; items in planned start order, at most
+//   requests + slots − 1. Example, 160 requests of 8192 tokens on 264 slots: 84 tiles against 132
+//   for 160 whole items. The CUDA plan sets it for fp8 and MXFP4, whose two CTAs per SM run a
+//   planned order well; bf16's one CTA per SM measured +1.5 % with it at 160 and 200 × 8192.
 // (So a list that cuts nothing can win over an even-share list that does, by the combine it saves.)
 // No list exceeds `max_items` items (the workspace layout's). The model counts tiles per slot, not
 // DRAM: it overstates what partial waves cost a DRAM-bound format, hence the margin.
@@ -99,7 +104,8 @@ constexpr int kItemOverheadTiles = 4;
 constexpr int kCombineTiles = 2;
 constexpr int kTailWaves = 3;
 constexpr int kMinGainPercent = 5;
-WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items);
+WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items,
+                            bool timelines);
 
 // The CUDA backend's cluster mode (src/kernels/sm90/cluster_merge.h): every one of the `rows` q rows
 // gets n items — n the most pieces of a row rounded up to a power of two — item k of row r at

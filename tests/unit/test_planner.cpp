@@ -28,11 +28,6 @@ void check_list(const WorkList& wl, const std::vector<std::int32_t>& lens, int t
   EXPECT_GT(wl.tokens_per_split, 0);
   EXPECT_EQ(wl.tokens_per_split % tile, 0);
 
-  // Longest first.
-  for (std::size_t i = 1; i < wl.items.size(); ++i) {
-    EXPECT_GE(wl.items[i - 1].kv_end - wl.items[i - 1].kv_begin, wl.items[i].kv_end - wl.items[i].kv_begin);
-  }
-
   std::map<int, std::vector<WorkItem>> by_request;
   std::set<int> partials;
   for (const WorkItem& it : wl.items) {
@@ -101,6 +96,13 @@ void check_list(const WorkList& wl, const std::vector<std::int32_t>& lens, int t
   }
 }
 
+// build_work_list's and the cut lists' order: longest first (timeline lists are in start order).
+void expect_longest_first(const WorkList& wl) {
+  for (std::size_t i = 1; i < wl.items.size(); ++i) {
+    EXPECT_GE(wl.items[i - 1].kv_end - wl.items[i - 1].kv_begin, wl.items[i].kv_end - wl.items[i].kv_begin);
+  }
+}
+
 // Items of request i = [0, lens[i]) in that order, and how many items of each length a list holds.
 std::vector<WorkItem> items_of(const std::vector<std::int32_t>& lens) {
   std::vector<WorkItem> v;
@@ -116,7 +118,9 @@ std::map<std::int32_t, int> item_sizes(const WorkList& wl) {
 void check_work_list(const std::vector<std::int32_t>& lens, int target, int tile) {
   SCOPED_TRACE("batch " + std::to_string(lens.size()) + " target " + std::to_string(target) + " tile " +
                std::to_string(tile));
-  check_list(build_work_list(lens, target, tile), lens, target, tile, int(lens.size()) + target);
+  const WorkList wl = build_work_list(lens, target, tile);
+  check_list(wl, lens, target, tile, int(lens.size()) + target);
+  expect_longest_first(wl);
 }
 
 TEST(Planner, CoversEveryTokenOnce) {
@@ -215,14 +219,15 @@ TEST(Planner, BalancedListFillsThePartlyEmptyLastWave) {
     std::int32_t piece;
     std::int64_t makespan;  // kItemOverheadTiles = 4 per item
   };
-  // 160 (bf16, 132 slots): 28 tail requests in 4 pieces (112 slots of the second wave); 196: 64 in 2;
-  // 330 (fp8 and MXFP4, 264 slots): 66 in 4.
-  for (const Case& c : {Case{160, 132, 132, 112, 2048, 132 + 36}, Case{196, 132, 132, 128, 4096, 132 + 68},
+  // 136 (bf16, 132 slots): 4 tail requests in 32 pieces (128 slots of the second wave); 196: 64 in 2;
+  // 330 (fp8 and MXFP4, 264 slots): 66 in 4. (160 on 132 slots, v117's example, now takes the
+  // timelines: 282 items, 164 tiles against 168.)
+  for (const Case& c : {Case{136, 132, 132, 128, 256, 132 + 8}, Case{196, 132, 132, 128, 4096, 132 + 68},
                         Case{330, 264, 264, 264, 2048, 132 + 36}}) {
     SCOPED_TRACE("batch " + std::to_string(c.batch) + " slots " + std::to_string(c.slots));
     const std::vector<std::int32_t> lens(std::size_t(c.batch), 8192);
     const int max_items = c.batch + c.slots;
-    const WorkList wl = balanced_work_list(lens, c.slots, 64, max_items);
+    const WorkList wl = balanced_work_list(lens, c.slots, 64, max_items, true);
     check_list(wl, lens, c.slots, 64, max_items);
     ASSERT_EQ(wl.items.size(), c.whole + c.pieces);
     for (std::size_t i = 0; i < wl.items.size(); ++i) {
@@ -236,58 +241,91 @@ TEST(Planner, BalancedListFillsThePartlyEmptyLastWave) {
 }
 
 // A tail whose finer cut would overflow the room: the longest tail requests take the finer cut as
-// far as the room allows. 400 × 8192 on 264 slots, room for 664 items: 264 whole, then 136 tail
-// requests that fit the room only in halves (272) — 128 of them in thirds and 8 in halves (400).
+// far as the room allows (v117b). 11 requests on 4 slots, room for 19 items: two of 4096 tokens and
+// nine of 1000; the tail's finer cut takes one short request in halves (512 and 488), makespan 80
+// tiles — 88 without the mixed cut, as build_work_list's whole requests.
 TEST(Planner, BalancedListMixesTwoCutsWithinTheRoom) {
-  const std::vector<std::int32_t> lens(400, 8192);
-  const int slots = 264, max_items = 400 + 264;
-  const WorkList wl = balanced_work_list(lens, slots, 64, max_items);
+  std::vector<std::int32_t> lens(11, 1000);
+  lens[2] = lens[6] = 4096;
+  const int slots = 4, max_items = 11 + 8;
+  const WorkList wl = balanced_work_list(lens, slots, 64, max_items, true);
   check_list(wl, lens, slots, 64, max_items);
-  EXPECT_EQ(item_sizes(wl), (std::map<std::int32_t, int>{{8192, 264}, {4096, 16}, {2752, 256}, {2688, 128}}));
-  EXPECT_EQ(wl.num_split_requests, 136);
-  EXPECT_EQ(list_makespan(wl.items, slots, 64, kItemOverheadTiles), 132 + 47 + 47);
+  EXPECT_EQ(item_sizes(wl), (std::map<std::int32_t, int>{{4096, 2}, {1000, 8}, {512, 1}, {488, 1}}));
+  EXPECT_EQ(list_makespan(wl.items, slots, 64, kItemOverheadTiles), 80);
+  EXPECT_EQ(list_makespan(build_work_list(lens, slots, 64).items, slots, 64, kItemOverheadTiles), 88);
 }
 
-// The tail may also be the full wave's requests and the rest (one wave fewer kept whole; here none):
-// 133 requests on 132 slots, 66 of 2048 tokens and 67 of 1000. Keeping 132 whole leaves a tail of one
-// short request; cutting all 133 — 65 long ones in thirds, the last long one in halves, the short
-// ones whole — gives 264 items in two waves (makespan 35 tiles; without this branch 36; the
-// even-share list: 40).
+// The tail may also be the full wave's requests and the rest (one wave fewer kept whole): 10
+// requests on 4 slots, six of 4096 tokens and four of 1000. Two waves whole leave a tail of two short
+// requests; one wave whole (four long ones) and the other two long ones in halves gives 12 items,
+// makespan 124 tiles (68 + 36 + 20) — 125 without this branch, 136 for build_work_list's list.
 TEST(Planner, BalancedListMayCutTheLastFullWaveToo) {
-  std::vector<std::int32_t> lens(133, 2048);
-  for (std::size_t i = 0; i < lens.size(); i += 2) lens[i] = 1000;
-  const int slots = 132, max_items = 133 + 264;
-  const WorkList wl = balanced_work_list(lens, slots, 64, max_items);
+  const std::vector<std::int32_t> lens = {1000, 1000, 4096, 1000, 4096, 1000, 4096, 4096, 4096, 4096};
+  const int slots = 4, max_items = 10 + 8;
+  const WorkList wl = balanced_work_list(lens, slots, 64, max_items, true);
   check_list(wl, lens, slots, 64, max_items);
-  EXPECT_EQ(item_sizes(wl), (std::map<std::int32_t, int>{{1024, 2}, {1000, 67}, {704, 130}, {640, 65}}));
-  EXPECT_EQ(list_makespan(wl.items, slots, 64, kItemOverheadTiles), 35);
-  EXPECT_EQ(list_makespan(build_work_list(lens, slots, 64).items, slots, 64, kItemOverheadTiles), 40);
+  EXPECT_EQ(item_sizes(wl), (std::map<std::int32_t, int>{{4096, 4}, {2048, 4}, {1000, 4}}));
+  EXPECT_EQ(list_makespan(wl.items, slots, 64, kItemOverheadTiles), 124);
+  EXPECT_EQ(list_makespan(build_work_list(lens, slots, 64).items, slots, 64, kItemOverheadTiles), 136);
 }
 
-// A ragged batch of about a wave's size (perf-notes v120): one wave leaves no room to cut, so the
-// longest requests would stay nearly whole beside a mean load half their size. 256 requests of up to
-// 8192 tokens on 264 slots: build_work_list's 264 items take 128 tiles (with the overhead) on the
-// busiest slot against 64 on average; every request cut at one chunk into two waves' worth, 72.
-TEST(Planner, BalancedListCutsRaggedBatchesBeyondOneWave) {
-  const std::vector<std::int32_t> lens = testing::ragged_lengths(256, 1, 8192);
-  const int slots = 264, max_items = 256 + 264;
-  const WorkList one_wave = build_work_list(lens, slots, 64);
-  const WorkList wl = balanced_work_list(lens, slots, 64, max_items);
+// One wave leaves no room to cut a batch of about a wave's size (perf-notes v120): every request cut
+// at one chunk into more items than a wave. 3 requests on 3 slots of 2, 26 and 7 tiles: one wave keeps
+// 26 whole (30 with the overhead); at 13 tiles, 4 items, makespan 17 — 19 for the timelines (v121).
+TEST(Planner, BalancedListCutsBeyondOneWave) {
+  const std::vector<std::int32_t> lens = {128, 1664, 448};
+  const int slots = 3, max_items = 3 + 6;
+  const WorkList wl = balanced_work_list(lens, slots, 64, max_items, true);
   check_list(wl, lens, slots, 64, max_items);
-  EXPECT_EQ(one_wave.items.size(), 264u);
-  EXPECT_EQ(list_makespan(one_wave.items, slots, 64, kItemOverheadTiles), 128);
-  EXPECT_EQ(wl.items.size(), 516u);
-  EXPECT_EQ(list_makespan(wl.items, slots, 64, kItemOverheadTiles), 72);
-  // bf16's 132 slots (the workspace holds 264 more items than requests whatever the format), 128
-  // requests: 132 items of up to 122 tiles, 126 with the overhead; cut into 263 of at most 45 tiles,
-  // which walk (v119 then re-cuts them by its own model).
-  const std::vector<std::int32_t> lens128(lens.begin(), lens.begin() + 128);
-  const WorkList bf16 = balanced_work_list(lens128, 132, 64, 128 + 264);
+  expect_longest_first(wl);
+  EXPECT_EQ(item_sizes(wl), (std::map<std::int32_t, int>{{832, 2}, {448, 1}, {128, 1}}));
+  EXPECT_EQ(list_makespan(wl.items, slots, 64, kItemOverheadTiles), 17);
+  EXPECT_EQ(list_makespan(build_work_list(lens, slots, 64).items, slots, 64, kItemOverheadTiles), 30);
+}
+
+// Timelines (perf-notes v121): every slot filled to one capacity, the requests cut where a slot fills,
+// the items in planned start order. Uniform 400 × 8192 on 264 slots: 204 tiles against v117b's 226
+// (264 whole, the rest in thirds and halves); ragged 256 × up to 8192 on 264 slots: 68 against 128
+// for one wave and 72 for one chunk (v120); uniform 160 × 8192 on 264: 84 against 132 (160 whole
+// requests, one per slot).
+TEST(Planner, BalancedListFillsTimelines) {
+  struct Case {
+    std::vector<std::int32_t> lens;
+    std::int64_t makespan;
+  };
+  for (const Case& c :
+       {Case{std::vector<std::int32_t>(400, 8192), 204}, Case{testing::ragged_lengths(256, 1, 8192), 68},
+        Case{std::vector<std::int32_t>(160, 8192), 84}}) {
+    SCOPED_TRACE("batch " + std::to_string(c.lens.size()));
+    const int slots = 264, batch = int(c.lens.size()), max_items = batch + slots;
+    const WorkList wl = balanced_work_list(c.lens, slots, 64, max_items, true);
+    check_list(wl, c.lens, slots, 64, max_items);
+    EXPECT_EQ(list_makespan(wl.items, slots, 64, kItemOverheadTiles), c.makespan);
+    EXPECT_LE(int(wl.items.size()), batch + slots - 1);  // at most one cut per timeline boundary
+    // Planned start order: each of the first `slots` items starts a timeline, so a request's second
+    // piece (which starts its timeline) comes before its first (which ends the previous one).
+    int early_second_pieces = 0;
+    for (std::size_t i = 0; i < std::size_t(slots) && i < wl.items.size(); ++i) {
+      early_second_pieces += wl.items[i].kv_begin > 0 ? 1 : 0;
+    }
+    EXPECT_GT(early_second_pieces, 0);
+  }
+  // Without timelines (the CUDA plan's bf16), 160 × 8192 on 132 slots keeps v117's list: 132 whole,
+  // 28 in 4 pieces of 2048, 168 tiles; with them, 164.
+  const std::vector<std::int32_t> lens160(160, 8192);
+  const WorkList v117 = balanced_work_list(lens160, 132, 64, 160 + 264, false);
+  check_list(v117, lens160, 264, 64, 160 + 264);
+  EXPECT_EQ(item_sizes(v117), (std::map<std::int32_t, int>{{8192, 132}, {2048, 112}}));
+  EXPECT_EQ(list_makespan(v117.items, 132, 64, kItemOverheadTiles), 168);
+  EXPECT_EQ(list_makespan(balanced_work_list(lens160, 132, 64, 160 + 264, true).items, 132, 64, kItemOverheadTiles),
+            164);
+  // bf16's 132 slots, 128 ragged requests: 132 items of up to 122 tiles (126 with the overhead) in one
+  // wave; the timelines' items are short enough to walk (v119 then lays them out by its own model).
+  const std::vector<std::int32_t> lens128 = testing::ragged_lengths(128, 7, 8192);
+  const WorkList bf16 = balanced_work_list(lens128, 132, 64, 128 + 264, true);
   check_list(bf16, lens128, 264, 64, 128 + 264);
   EXPECT_EQ(build_work_list(lens128, 132, 64).items.size(), 132u);
-  EXPECT_EQ(list_makespan(build_work_list(lens128, 132, 64).items, 132, 64, kItemOverheadTiles), 126);
-  EXPECT_EQ(bf16.items.size(), 263u);
-  EXPECT_LE(bf16.tokens_per_split, 45 * 64);
+  EXPECT_GT(bf16.items.size(), 132u);
   EXPECT_EQ(walking_grid(bf16.items, 132, 64 * 64), 132);
 }
 
@@ -309,12 +347,12 @@ TEST(Planner, BalancedListKeepsWhatCuttingCannotImprove) {
   };
   for (const Case& c :
        {Case{256, 8192, 132}, Case{256, 1024, 132}, Case{248, 8192, 132}, Case{264, 8192, 132}, Case{256, 8192, 264},
-        Case{64, 8192, 132}, Case{4, 1024, 264}, Case{466, 8192, 264}, Case{4096, 1024, 132}, Case{1000, 64, 264}}) {
+        Case{64, 8192, 132}, Case{4, 1024, 264}, Case{4096, 1024, 132}, Case{1000, 64, 264}}) {
     SCOPED_TRACE("batch " + std::to_string(c.batch) + " len " + std::to_string(c.len) + " slots " +
                  std::to_string(c.slots));
     const std::vector<std::int32_t> lens(std::size_t(c.batch), c.len);
     const WorkList base = build_work_list(lens, c.slots, 64);
-    EXPECT_TRUE(same(balanced_work_list(lens, c.slots, 64, c.batch + c.slots), base));
+    EXPECT_TRUE(same(balanced_work_list(lens, c.slots, 64, c.batch + c.slots, true), base));
   }
 }
 
@@ -335,7 +373,7 @@ TEST(Planner, BalancedListCoversEveryTokenOnce) {
         SCOPED_TRACE("batch " + std::to_string(lens.size()) + " slots " + std::to_string(slots) + " tile " +
                      std::to_string(tile));
         const int max_items = int(lens.size()) + slots;
-        const WorkList wl = balanced_work_list(lens, slots, tile, max_items);
+        const WorkList wl = balanced_work_list(lens, slots, tile, max_items, true);
         check_list(wl, lens, slots, tile, max_items);
         const WorkList base = build_work_list(lens, slots, tile);
         // The cost the planner compares: the makespan, plus the combine's when anything is split. A
@@ -499,7 +537,7 @@ TEST(Planner, WalkingListCutsFinerForEvenCtas) {
   for (const auto& other : {std::vector<std::int32_t>(256, 1024), testing::ragged_lengths(1000, 1, 1024),
                             testing::ragged_lengths(100, 1, 8192)}) {
     const int room = int(other.size()) + kGrid;
-    const WorkList e = balanced_work_list(other, kGrid, kTile, room);
+    const WorkList e = balanced_work_list(other, kGrid, kTile, room, true);
     std::vector<WorkItem> walked = e.items;
     walk_order(walked, kGrid, kTile);
     const WorkList got = walking_work_list(other, e, kGrid, kTile, room);
@@ -534,7 +572,7 @@ TEST(Planner, WalkLayoutsKeepEveryItemOnce) {
       if (b % 2 == 1 && trial % 4 == 1) lens[std::size_t(b)] = std::max(0, lens[std::size_t(b) - 1] - 1);  // s_q = 2
     }
     const int max_items = batch + grid;
-    const WorkList wl = balanced_work_list(lens, grid, tile, max_items);
+    const WorkList wl = balanced_work_list(lens, grid, tile, max_items, true);
     std::vector<WorkItem> walked = wl.items;
     walk_order(walked, grid, tile);
     const auto key = [](const WorkItem& it) { return std::tuple(it.request, it.kv_begin, it.kv_end, it.partial); };

@@ -182,7 +182,10 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   const int rows = int(p.total_q), slots = sms * sm90::decode_ctas_per_sm(p.kv.format);
   const WorkspaceLayout layout = cuda_layout(p.batch, p.s_q, sms);
   const int tile = sm90::decode_tile_tokens(p.kv.format);
-  WorkList wl = balanced_work_list(lengths, slots, tile, layout.max_items);
+  // Timelines for fp8 and MXFP4 (two CTAs per SM: −7 to −32 % at uniform 133–200 × 8192); bf16's one
+  // CTA per SM measured +1.5 % with them at 160 and 200 × 8192 (perf-notes v121).
+  const bool timelines = sm90::decode_ctas_per_sm(p.kv.format) > 1;
+  WorkList wl = balanced_work_list(lengths, slots, tile, layout.max_items, timelines);
   e = sm90::prepare_decode(p.kv.format);
   if (e != cudaSuccess) return cuda_fail("configuring the decode kernel", e);
   // Rows split in two merge inside clusters of 2 when every cluster can be resident at once; more
