@@ -146,9 +146,9 @@ Status workspace_size(const Problem& p, Backend backend, std::size_t* bytes);
 // Validates `p` and fills `workspace` (host memory for cpu, device memory for cuda) with the
 // work list: each work item's request, KV range and kv_indptr offset (fixed by the lengths, as
 // kv_indptr starts at 0). Call again whenever batch, lengths or page table change. Host cost
-// (cuda, besides its copies): microseconds for uniform batches; for ragged batches whose plan is
-// re-cut to balance the SMs, up to ~0.6 ms at a few hundred requests, ~2.5 ms at 20,000 requests
-// (measured on a 2-core build machine; perf-notes v119, v120).
+// (cuda, besides its copies): up to ~0.1 ms for uniform batches of up to a few hundred requests; for
+// ragged ones whose plan is re-cut to balance the SMs, up to ~0.8 ms; ~3 ms at 20,000 requests
+// (measured on a 2-core build machine; perf-notes v119–v121).
 Status plan(const Problem& p, Backend backend, void* workspace, std::size_t workspace_bytes, Plan* out);
 
 // Runs the decode. cuda: asynchronous on `stream` (a cudaStream_t, nullptr = default stream), no
