@@ -107,9 +107,9 @@ struct Plan {
   // The KV format planned for: run() refuses a problem of another format.
   KvFormat kv_format = KvFormat::bf16;
   std::int64_t total_kv = 0;  // Σ L_b
-  // The most KV tokens of a work item, rounded up to the tile (saturating at 2^30, which only a plan
-  // for very few slots exceeds). Items of one list may differ: cuda fills a partly empty last wave
-  // with pieces of the requests that would run in it (docs/design.md, the planner paragraph).
+  // The most KV tokens of a work item, rounded up to the tile (saturating at 2^30: items can be
+  // longer only where a request itself is, or on a plan of very few slots). Items of one list may
+  // differ: cuda cuts requests to balance the SMs (docs/design.md, the planner paragraph).
   int tokens_per_split = 0;
   int num_work_items = 0;        // (request, KV range) pairs
   int num_split_requests = 0;    // requests whose KV is split over several work items

@@ -123,11 +123,13 @@ std::int64_t makespan_of(std::span<const std::int64_t> costs, int slots) {
 
 // The chunk, in tiles, at which every request cut (work_list_from_chunks with one chunk) makes a
 // list of more than `min_items` and at most `max_items` items that costs least by
-// `cost(costs costliest first, partials)`, if that is at most `limit`; scanned from the longest request
-// down in steps of at most 1/kChunkScanSteps, then every chunk within a step of the best. A chunk is
-// scored only when neither bound of any schedule on `slots` — its costliest item, its items' mean
-// per slot — exceeds `limit` or the best so far; the scan stops where the mean does (it only grows
-// as the chunk shrinks). 0 when no chunk qualifies.
+// `cost(costs costliest first, partials)`, if that is at most `limit`. Scanned from the longest
+// request down in steps of at most 1/kChunkScanSteps until the items exceed `max_items` or their
+// mean per slot exceeds `limit` (both only grow as the chunk shrinks), then every distinct list
+// between the coarse points on either side of the best. Chunks that give every request the same
+// number of pieces give the same list, so the scan jumps from one such breakpoint to the next. A
+// list is scored only when neither bound of any schedule on `slots` — its costliest item, its
+// items' mean per slot — exceeds `limit` or the best so far. 0 when no chunk qualifies.
 template <class Cost>
 std::int64_t cheapest_chunk_tiles(std::span<const std::int32_t> kv_lengths, int tile, int overhead, int slots,
                                   std::int64_t min_items, std::int64_t max_items, std::int64_t limit, const Cost& cost,
@@ -138,6 +140,16 @@ std::int64_t cheapest_chunk_tiles(std::span<const std::int32_t> kv_lengths, int 
     max_tiles = std::max(max_tiles, (std::int64_t(len) + tile - 1) / tile);
     tiles += (std::int64_t(len) + tile - 1) / tile;
   }
+  // The largest chunk below `ct` at which some request takes more pieces (0: none).
+  const auto next_breakpoint = [&](std::int64_t ct) {
+    std::int64_t next = 0;
+    for (std::int32_t len : kv_lengths) {
+      if (len == 0) continue;
+      const std::int64_t k = pieces(len, ct * tile);
+      next = std::max(next, ((len + k - 1) / k - 1) / tile);  // the largest chunk with k + 1 pieces
+    }
+    return next;
+  };
   std::vector<std::int64_t> costs;
   std::int64_t best = 0;
   const auto try_chunk = [&](std::int64_t ct) {  // false: nothing finer can qualify
@@ -160,12 +172,22 @@ std::int64_t cheapest_chunk_tiles(std::span<const std::int32_t> kv_lengths, int 
     }
     return true;
   };
-  for (std::int64_t ct = max_tiles; ct >= 1 && try_chunk(ct); ct -= std::max<std::int64_t>(1, ct / kChunkScanSteps)) {
+  std::int64_t above = 0, below = 0;  // the coarse points on either side of the best
+  for (std::int64_t ct = max_tiles, prev = 0; ct >= 1;
+       prev = ct, ct = std::min(ct - std::max<std::int64_t>(1, ct / kChunkScanSteps), next_breakpoint(ct))) {
+    const std::int64_t had = best;
+    if (!try_chunk(ct)) break;
+    if (best != had) {
+      above = prev;
+      below = 0;
+    } else if (best != 0 && below == 0) {
+      below = ct;
+    }
   }
   if (best == 0) return 0;
-  const std::int64_t around = best, step = std::max<std::int64_t>(1, around / kChunkScanSteps);
-  for (std::int64_t ct = std::min(max_tiles, around + step); ct >= std::max<std::int64_t>(1, around - step); --ct) {
-    if (ct != around) try_chunk(ct);
+  const std::int64_t around = best;
+  for (std::int64_t ct = above > 0 ? above - 1 : max_tiles; ct > below; ct = next_breakpoint(ct)) {
+    if (ct != around && !try_chunk(ct)) break;
   }
   return best;
 }
@@ -316,8 +338,8 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
       const int head = waves * slots;
       std::int64_t tail_tiles = 0;
       for (int i = head; i < batch; ++i) {
-        tail_tiles =
-            std::max<std::int64_t>(tail_tiles, (kv_lengths[std::size_t(order[std::size_t(i)])] + tile - 1) / tile);
+        tail_tiles = std::max<std::int64_t>(
+            tail_tiles, (std::int64_t(kv_lengths[std::size_t(order[std::size_t(i)])]) + tile - 1) / tile);
       }
       const auto tail_items = [&](std::int64_t chunk) {
         std::int64_t n = 0;
@@ -392,8 +414,8 @@ int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, 
   for (int r = 0; r < rows; ++r) {
     for (int k = 0; k < n; ++k) out[std::size_t(r) * n + std::size_t(k)] = {r, 0, 0, k};
   }
-  // Pieces of a row in KV order (the work list is sorted by length, stably: a row's pieces keep
-  // their order).
+  // A row's pieces in list order: KV order for the chunked lists (sorted by length, stably); a
+  // timeline list may list a later piece first. The merge by LSE does not depend on the order.
   std::vector<int> next(std::size_t(rows), 0);
   for (const WorkItem& it : wl.items) {
     const int k = next[std::size_t(it.request)]++;

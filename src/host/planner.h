@@ -80,8 +80,8 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
 std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile, int item_overhead_tiles);
 
 // The CUDA plan's work list (perf-notes v117, v117b, v120, v121): build_work_list's, or the
-// cheapest of these by list_makespan (kItemOverheadTiles per item) plus, when requests are split,
-// kCombineTiles and a tile per partial spread over the slots — if it costs at least
+// cheapest of these by list_makespan (kItemOverheadTiles per item) plus kCombineTiles when requests
+// are split (timeline lists also a tile per partial spread over the slots) — if it costs at least
 // kMinGainPercent % less; on a tie the one listed first here stands:
 // * when the requests outnumber one wave of `slots` (v117, v117b): the longest requests whole for
 //   the full waves (all of them, or one fewer) and the rest — the tail — cut as finely as fits
@@ -98,7 +98,8 @@ std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile,
 //   for 160 whole items. The CUDA plan sets it for fp8 and MXFP4, whose two CTAs per SM run a
 //   planned order well; bf16's one CTA per SM measured +1.5 % with it at 160 and 200 × 8192.
 // (So a list that cuts nothing can win over an even-share list that does, by the combine it saves.)
-// No list exceeds `max_items` items (the workspace layout's). The model counts tiles per slot, not
+// No list but build_work_list's exceeds `max_items` (the workspace layout's, which the CUDA plan
+// sizes above build_work_list's). The model counts tiles per slot, not
 // DRAM: it overstates what partial waves cost a DRAM-bound format, hence the margin.
 constexpr int kItemOverheadTiles = 4;
 constexpr int kCombineTiles = 2;
@@ -109,7 +110,8 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
 
 // The CUDA backend's cluster mode (src/kernels/sm90/cluster_merge.h): every one of the `rows` q rows
 // gets n items — n the most pieces of a row rounded up to a power of two — item k of row r at
-// r·n + k with partial = k: the row's k-th piece, or an empty range [0, 0) past its last. A cluster
+// r·n + k with partial = k: the row's k-th piece in list order (timeline lists may put a later
+// piece first), or an empty range [0, 0) past its last. A cluster
 // of n CTAs per row then merges the row in shared memory. Returns n, or 0 (and leaves `items` alone)
 // when no row is split, n > max_cluster, or rows · n items exceed one wave of `slots`.
 int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, std::vector<WorkItem>* items);
@@ -144,13 +146,12 @@ void walk_order(std::span<WorkItem> items, int grid, int tile);
 std::int64_t walk_makespan(std::span<const WorkItem> items, int grid, int tile);
 
 // The work list of a walking grid (perf-notes v119), in walk_order: `wl` (the CUDA plan's list), or
-// every request cut at one chunk — the one, from whole requests down to what `max_items` holds
-// (balanced_work_list's scan), whose list in rounds leaves the least load on the busiest CTA (plus
-// kCombineTiles when requests are split) — if walk_order leaves that list at least
-// kWalkMinGainPercent % cheaper than `wl`. The chunks are searched only when the CTAs' mean load
-// with every request whole is that much below `wl`'s busiest CTA. Example (ragged, 200 requests of
-// up to 8192 tokens, 132 CTAs): build_work_list cuts at 92 tiles, 249 items in two rounds, the
-// busiest CTA at 105 tiles; a 67-tile cut gives 284 items and 96.
+// every request cut at one chunk into more items than `grid` — the one, from whole requests down
+// to what `max_items` holds (balanced_work_list's scan), whose list in rounds leaves the least load on the busiest CTA
+// (plus kCombineTiles when requests are split) — if walk_order leaves that list at least kWalkMinGainPercent % cheaper
+// than `wl`. The chunks are searched only when the CTAs' mean load with every request whole is that much below `wl`'s
+// busiest CTA. Example (ragged, 200 requests of up to 8192 tokens, 132 CTAs): build_work_list cuts at 92 tiles, 249
+// items in two rounds, the busiest CTA at 105 tiles; a 67-tile cut gives 284 items and 96.
 constexpr int kWalkMinGainPercent = 2;
 WorkList walking_work_list(std::span<const std::int32_t> kv_lengths, WorkList wl, int grid, int tile, int max_items);
 
