@@ -16,6 +16,12 @@ std::int64_t pieces(std::int64_t len, std::int64_t chunk) {
   return std::max<std::int64_t>(1, (len + chunk - 1) / chunk);
 }
 
+// The tokens of each of a request's `n` pieces of `len` tokens but the last (the rest): nearly
+// equal, each a multiple of the tile.
+std::int64_t piece_tokens(std::int64_t len, std::int64_t n, int tile) {
+  return ((len + n - 1) / n + tile - 1) / tile * tile;
+}
+
 // Every request b cut into pieces of at most chunks[b] tokens (a multiple of the tile; at least its
 // length keeps it whole), items longest first.
 WorkList work_list_from_chunks(std::span<const std::int32_t> kv_lengths, std::span<const std::int64_t> chunks,
@@ -30,8 +36,7 @@ WorkList work_list_from_chunks(std::span<const std::int32_t> kv_lengths, std::sp
       wl.items.push_back({b, 0, std::int32_t(len), -1});
       continue;
     }
-    // n nearly equal pieces, each a multiple of the tile except possibly the last.
-    const std::int64_t per = ((len + n - 1) / n + tile - 1) / tile * tile;
+    const std::int64_t per = piece_tokens(len, n, tile);
     wl.splits[std::size_t(b)] = {wl.num_partials, 0};
     for (std::int64_t begin = 0; begin < len; begin += per) {
       const std::int64_t end = std::min(len, begin + per);
@@ -47,19 +52,25 @@ WorkList work_list_from_chunks(std::span<const std::int32_t> kv_lengths, std::sp
   return wl;
 }
 
-// The smallest chunk, in tiles of 1 .. max_tiles, whose items(chunk in tokens) are at most `cap`
-// (max_tiles when none is); items(chunk) falls as the chunk grows.
-template <class Items>
-std::int64_t smallest_chunk_tiles(std::int64_t max_tiles, int tile, std::int64_t cap, const Items& items) {
-  std::int64_t lo = 1, hi = std::max<std::int64_t>(1, max_tiles);
+// The least x in lo .. hi with fits(x) (hi when none is); fits is false, then true, as x grows.
+template <class Fits>
+std::int64_t least_fitting(std::int64_t lo, std::int64_t hi, const Fits& fits) {
   while (lo < hi) {
-    const std::int64_t mid = (lo + hi) / 2;
-    if (items(mid * tile) <= cap)
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (fits(mid))
       hi = mid;
     else
       lo = mid + 1;
   }
   return lo;
+}
+
+// The smallest chunk, in tiles of 1 .. max_tiles, whose items(chunk in tokens) are at most `cap`
+// (max_tiles when none is); items(chunk) falls as the chunk grows.
+template <class Items>
+std::int64_t smallest_chunk_tiles(std::int64_t max_tiles, int tile, std::int64_t cap, const Items& items) {
+  return least_fitting(1, std::max<std::int64_t>(1, max_tiles),
+                       [&](std::int64_t ct) { return items(ct * tile) <= cap; });
 }
 
 // What splitting costs a list in the models, in tiles: kCombineTiles for the combine's launch when
@@ -96,7 +107,7 @@ void chunk_costs(std::span<const std::int32_t> kv_lengths, std::int64_t chunk, i
   costs->clear();
   for (std::int32_t len : kv_lengths) {
     const std::int64_t n = pieces(len, chunk);
-    const std::int64_t per = n == 1 ? len : ((len + n - 1) / n + tile - 1) / tile * tile;
+    const std::int64_t per = n == 1 ? len : piece_tokens(len, n, tile);
     for (std::int64_t begin = 0, k = 0; k < n; begin += per, ++k) {
       costs->push_back(item_cost(std::min<std::int64_t>(len, begin + per) - begin, tile, overhead));
     }
@@ -222,7 +233,7 @@ bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int
       }
       const std::int64_t end = left <= room ? len : begin + room * tile;
       planned.push_back({{int(b), std::int32_t(begin), std::int32_t(end), -1}, load});
-      load += (end - begin + tile - 1) / tile + overhead;
+      load += item_cost(end - begin, tile, overhead);
       begin = end;
       if (begin >= len) break;
     }
@@ -387,18 +398,15 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   // Last the timelines (timeline_work_list) at the least capacity that holds every request (on a tie
   // the lists above stand: they were measured first).
   if (timelines) {
-    std::int64_t lo = (least_load + slots - 1) / slots, hi = lo;
+    // timeline_work_list writes `tl` only for a capacity that fits, and the search's last fitting
+    // capacity is its answer: `tl` ends up holding that list.
     WorkList tl;
-    while (!timeline_work_list(kv_lengths, slots, tile, kItemOverheadTiles, hi, &tl)) hi *= 2;
-    while (lo < hi) {
-      const std::int64_t mid = lo + (hi - lo) / 2;
-      if (timeline_work_list(kv_lengths, slots, tile, kItemOverheadTiles, mid, &tl)) {
-        hi = mid;
-      } else {
-        lo = mid + 1;
-      }
-    }
-    timeline_work_list(kv_lengths, slots, tile, kItemOverheadTiles, lo, &tl);
+    const auto fits = [&](std::int64_t cap) {
+      return timeline_work_list(kv_lengths, slots, tile, kItemOverheadTiles, cap, &tl);
+    };
+    std::int64_t lo = (least_load + slots - 1) / slots, hi = lo;
+    while (!fits(hi)) hi *= 2;
+    least_fitting(lo, hi, fits);
     const std::int64_t traffic = partial_traffic(tl.num_partials, slots);
     if (int(tl.items.size()) <= max_items) consider(std::move(tl), traffic);
   }
@@ -568,16 +576,10 @@ WorkList walking_work_list(std::span<const std::int32_t> kv_lengths, WorkList wl
   const auto gains = [&](std::int64_t cost) {
     return std::int64_t(100) * cost <= std::int64_t(100 - kWalkMinGainPercent) * base;
   };
-  // No list beats the CTAs' mean load with every request whole: when that is within the margin,
-  // keep the list (many rounds of short items; plan() stays cheap).
-  std::int64_t least_load = 0;
-  for (std::int32_t len : kv_lengths) least_load += item_cost(len, tile, kWalkItemTiles);
-  if (!gains((least_load + grid - 1) / grid)) {
-    lay_out_walk(wl.items, best, grid);
-    return wl;
-  }
   // Every request cut at one chunk, from whole requests down to what the workspace holds: each list
-  // scored in rounds (assign_rounds alone, on costs only); the cheapest then with swaps too.
+  // scored in rounds (assign_rounds alone, on costs only); the cheapest then with swaps too. (The
+  // scan stops at once when the CTAs' mean load with every request whole leaves no room for the
+  // margin: many rounds of short items.)
   std::int64_t cand_cost = 0;
   const std::int64_t cand_tiles = cheapest_chunk_tiles(
       kv_lengths, tile, kWalkItemTiles, grid, grid, max_items, (100 - kWalkMinGainPercent) * base / 100,
