@@ -99,6 +99,22 @@ void expect_correct(const CaseSpec& spec, bool with_lse = true, Plan* plan = nul
   expect_correct_inputs(make_inputs(spec), spec.name(), with_lse, plan);
 }
 
+// expect_correct of peaked inputs of these lengths in `format`: pages of `page` rows (0: contiguous),
+// `s_q` query tokens per request, 64 NaN rows past the last request; the plan in *plan (for the
+// tests that check the planner's lists as well as the results).
+void expect_correct_peaked(std::vector<std::int32_t> lens, KvFormat format, int page, int s_q, std::uint64_t seed,
+                           Plan* plan) {
+  CaseSpec spec;
+  spec.kv_lens = std::move(lens);
+  spec.format = format;
+  spec.dist = Distribution::peaked;
+  spec.page_size = page;
+  spec.s_q = s_q;
+  spec.spare_rows = 64;
+  spec.seed = seed;
+  expect_correct(spec, true, plan);
+}
+
 // Outputs of one run of `pl` into NaN-poisoned outputs, or of `graph_replays` replays of a CUDA graph
 // that captured it; and the check that two such runs are bit-identical.
 struct Outputs {
@@ -310,18 +326,11 @@ TEST(GpuDecode, Bf16WalkingListCutForEvenCtas) {
     int page, s_q;
   };
   for (Shape sh : {Shape{0, 1}, Shape{16, 1}, Shape{0, 2}}) {
-    CaseSpec spec;
-    spec.kv_lens = ragged_lengths(200 / sh.s_q, 1, 8192);
-    spec.format = KvFormat::bf16;
-    spec.dist = Distribution::peaked;
-    spec.page_size = sh.page;
-    spec.s_q = sh.s_q;
-    spec.spare_rows = 64;
-    spec.seed = 71 + sh.page + sh.s_q;
+    const std::vector<std::int32_t> lens = ragged_lengths(200 / sh.s_q, 1, 8192);
     Plan pl;
-    ASSERT_NO_FATAL_FAILURE(expect_correct(spec, true, &pl));
+    ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(lens, KvFormat::bf16, sh.page, sh.s_q, 71 + sh.page + sh.s_q, &pl));
     std::vector<std::int32_t> rows;  // the plan's virtual requests: each token's causal length
-    for (std::int32_t len : spec.kv_lens) {
+    for (std::int32_t len : lens) {
       for (int i = 0; i < sh.s_q; ++i) rows.push_back(std::int32_t(visible_keys(len, sh.s_q, i)));
     }
     const WorkList even = build_work_list(rows, pl.device_sms, 64);  // the even share per item
@@ -628,17 +637,10 @@ TEST(GpuDecode, TailRequestsCutToFillTheLastWave) {
   for (KvFormat f : kFormats) {
     const int slots = sms * (f == KvFormat::bf16 ? 1 : 2), rows = slots + slots / 6;
     for (Shape sh : {Shape{0, 1}, Shape{16, 1}, Shape{0, 2}}) {
-      CaseSpec spec;
-      spec.kv_lens.assign(std::size_t(rows / sh.s_q), 2048);
-      for (std::size_t b = 5; b < spec.kv_lens.size(); b += 41) spec.kv_lens[b] = 1999 - int(b);
-      spec.format = f;
-      spec.dist = Distribution::peaked;
-      spec.page_size = sh.page;
-      spec.s_q = sh.s_q;
-      spec.spare_rows = 64;
-      spec.seed = 331 + sh.page + sh.s_q;
+      std::vector<std::int32_t> lens(std::size_t(rows / sh.s_q), 2048);
+      for (std::size_t b = 5; b < lens.size(); b += 41) lens[b] = 1999 - int(b);
       Plan pl;
-      ASSERT_NO_FATAL_FAILURE(expect_correct(spec, true, &pl));
+      ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(lens, f, sh.page, sh.s_q, 331 + sh.page + sh.s_q, &pl));
       // The tail (about a sixth of the rows) is cut, the rest stays whole.
       EXPECT_GT(pl.num_split_requests, 0) << describe(pl);
       EXPECT_LE(pl.num_split_requests, rows - slots + 1) << describe(pl);
@@ -657,15 +659,8 @@ TEST(GpuDecode, RaggedBatchOfAWaveCutBeyondOneWave) {
   for (KvFormat f : kFormats) {
     const int slots = sms * (f == KvFormat::bf16 ? 1 : 2), batch = slots - slots / 33;
     for (int page : {0, 16}) {
-      CaseSpec spec;
-      spec.kv_lens = ragged_lengths(batch, 1, 2048);
-      spec.format = f;
-      spec.dist = Distribution::peaked;
-      spec.page_size = page;
-      spec.spare_rows = 64;
-      spec.seed = 97 + page;
       Plan pl;
-      ASSERT_NO_FATAL_FAILURE(expect_correct(spec, true, &pl));
+      ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(ragged_lengths(batch, 1, 2048), f, page, 1, 97 + page, &pl));
       EXPECT_GT(pl.num_work_items, slots) << describe(pl);
       EXPECT_GT(pl.num_split_requests, 0) << describe(pl);
       if (f == KvFormat::bf16) {
