@@ -205,15 +205,18 @@ std::int64_t cheapest_chunk_tiles(std::span<const std::int32_t> kv_lengths, int 
 
 // Every one of `slots` timelines filled to `cap` tiles (each item's tiles plus `overhead`), the
 // requests in order, each cut where a timeline fills (at least one tile per piece): FlashMLA's
-// scheduler, with the block scheduler as the walker. Items are listed by their planned start (all
-// timelines' first items, then the rest as their timelines reach them), so that the block
-// scheduler, which starts the next item on whichever slot frees first, runs each on a timeline's
-// slot. A request's pieces take consecutive partial slots in KV order. False when `cap` is too small.
+// scheduler. Items are listed by their planned start: all timelines' first items (timeline t's at
+// index t), then the rest as their timelines reach them. Without `walked` the block scheduler is
+// the walker: it starts the next item on whichever slot frees first, so each runs on a timeline's
+// slot. With `walked` a CTA per timeline walks it: every item's `next` is its timeline's next item.
+// A request's pieces take consecutive partial slots in KV order. *used: the timelines that hold
+// an item. False when `cap` is too small.
 bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int overhead, std::int64_t cap,
-                        WorkList* out) {
+                        bool walked, WorkList* out, int* used) {
   struct Planned {
     WorkItem item;
     std::int64_t start;
+    int timeline;
   };
   std::vector<Planned> planned;
   WorkList wl;
@@ -232,7 +235,7 @@ bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int
         continue;
       }
       const std::int64_t end = left <= room ? len : begin + room * tile;
-      planned.push_back({{int(b), std::int32_t(begin), std::int32_t(end), -1}, load});
+      planned.push_back({{int(b), std::int32_t(begin), std::int32_t(end), -1}, load, timeline});
       load += item_cost(end - begin, tile, overhead);
       begin = end;
       if (begin >= len) break;
@@ -245,11 +248,36 @@ bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int
       ++wl.num_split_requests;
     }
   }
+  // (Every first item starts at 0 and every other later, item costs being ≥ 1: the timelines'
+  // first items come first, in timeline order.)
   std::stable_sort(planned.begin(), planned.end(),
                    [](const Planned& a, const Planned& b) { return a.start < b.start; });
-  for (const Planned& p : planned) wl.items.push_back(p.item);
+  std::vector<int> last(planned.empty() ? 0 : std::size_t(timeline) + 1, -1);  // per timeline: its last item so far
+  for (const Planned& p : planned) {
+    const int i = int(wl.items.size());
+    wl.items.push_back(p.item);
+    if (walked && last[std::size_t(p.timeline)] >= 0) wl.items[std::size_t(last[std::size_t(p.timeline)])].next = i;
+    last[std::size_t(p.timeline)] = i;
+  }
+  *used = int(last.size());
   *out = std::move(wl);
   return true;
+}
+
+// timeline_work_list at the least capacity that holds every request, from the slots' mean of
+// `least_load` tiles up (*used as there).
+WorkList least_timeline_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int overhead,
+                             std::int64_t least_load, bool walked, int* used) {
+  // timeline_work_list writes `tl` only for a capacity that fits, and the search's last fitting
+  // capacity is its answer: `tl` ends up holding that list.
+  WorkList tl;
+  const auto fits = [&](std::int64_t cap) {
+    return timeline_work_list(kv_lengths, slots, tile, overhead, cap, walked, &tl, used);
+  };
+  std::int64_t lo = std::max<std::int64_t>(1, (least_load + slots - 1) / slots), hi = lo;
+  while (!fits(hi)) hi *= 2;
+  least_fitting(lo, hi, fits);
+  return tl;
 }
 
 }  // namespace
@@ -398,15 +426,8 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   // Last the timelines (timeline_work_list) at the least capacity that holds every request (on a tie
   // the lists above stand: they were measured first).
   if (timelines) {
-    // timeline_work_list writes `tl` only for a capacity that fits, and the search's last fitting
-    // capacity is its answer: `tl` ends up holding that list.
-    WorkList tl;
-    const auto fits = [&](std::int64_t cap) {
-      return timeline_work_list(kv_lengths, slots, tile, kItemOverheadTiles, cap, &tl);
-    };
-    std::int64_t lo = (least_load + slots - 1) / slots, hi = lo;
-    while (!fits(hi)) hi *= 2;
-    least_fitting(lo, hi, fits);
+    int used = 0;
+    WorkList tl = least_timeline_list(kv_lengths, slots, tile, kItemOverheadTiles, least_load, false, &used);
     const std::int64_t traffic = partial_traffic(tl.num_partials, slots);
     if (int(tl.items.size()) <= max_items) consider(std::move(tl), traffic);
   }
@@ -529,7 +550,7 @@ WalkAssignment assign_walk(std::span<const std::int64_t> costs, int grid) {
   return a;
 }
 
-// Lays `items` out for their assignment: the kernel's CTA c walks positions c, c + grid, …, so the
+// Lays `items` out for their assignment: the kernel's CTA c walks positions c, c + grid, … (`next`), so the
 // CTAs that hold an item of the last, partial round are numbered first.
 void lay_out_walk(std::span<WorkItem> items, const WalkAssignment& a, int grid) {
   const std::int64_t n = std::int64_t(items.size());
@@ -550,6 +571,7 @@ void lay_out_walk(std::span<WorkItem> items, const WalkAssignment& a, int grid) 
     out[std::size_t(a.round_of[std::size_t(i)] * grid + label[std::size_t(a.cta_of[std::size_t(i)])])] =
         items[std::size_t(i)];
   }
+  for (std::int64_t i = 0; i < n; ++i) out[std::size_t(i)].next = i + grid < n ? std::int32_t(i + grid) : -1;
   std::copy(out.begin(), out.end(), items.begin());
 }
 
@@ -561,11 +583,17 @@ void walk_order(std::span<WorkItem> items, int grid, int tile) {
 }
 
 std::int64_t walk_makespan(std::span<const WorkItem> items, int grid, int tile) {
-  if (grid < 1) return 0;
-  const std::vector<std::int64_t> costs = item_costs(items, std::max(tile, 1), kWalkItemTiles);
-  std::vector<std::int64_t> load(std::size_t(grid), 0);
-  for (std::size_t i = 0; i < costs.size(); ++i) load[i % std::size_t(grid)] += costs[i];
-  return *std::max_element(load.begin(), load.end());
+  std::int64_t busiest = 0;
+  const std::int64_t n = std::int64_t(items.size());
+  for (std::int64_t c = 0; c < std::min<std::int64_t>(grid, n); ++c) {
+    std::int64_t load = 0, steps = 0;  // (a chain longer than the list is a broken one: stop)
+    for (std::int64_t i = c; i >= 0 && i < n && steps <= n; i = items[std::size_t(i)].next, ++steps) {
+      load += item_cost(std::int64_t(items[std::size_t(i)].kv_end) - items[std::size_t(i)].kv_begin, std::max(tile, 1),
+                        kWalkItemTiles);
+    }
+    busiest = std::max(busiest, load);
+  }
+  return busiest;
 }
 
 WorkList walking_work_list(std::span<const std::int32_t> kv_lengths, WorkList wl, int grid, int tile, int max_items) {
@@ -599,6 +627,38 @@ WorkList walking_work_list(std::span<const std::int32_t> kv_lengths, WorkList wl
   }
   lay_out_walk(wl.items, best, grid);
   return wl;
+}
+
+int walked_timelines(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items, int grid,
+                     WorkList* wl) {
+  tile = std::max(tile, 1);
+  slots = std::max(slots, 1);
+  const std::int64_t n = std::int64_t(wl->items.size());
+  const bool walks = grid < n;
+  if (!walks && n > slots) return grid;  // several waves of one CTA per item: kept (v122's 200 × 8192)
+  const std::int64_t base =
+      (walks ? walk_makespan(wl->items, grid, tile) : list_makespan(wl->items, slots, tile, kItemOverheadTiles)) +
+      split_cost(wl->num_partials);
+  std::int64_t least_load = std::int64_t(kv_lengths.size()) * kWalkItemTiles;
+  for (std::int32_t len : kv_lengths) least_load += (std::int64_t(len) + tile - 1) / tile;
+  const auto priced = [&](std::int64_t load, std::int64_t partials, int ctas) {
+    const std::int64_t c = load + split_cost(partials) + partial_traffic(partials, ctas);
+    return c + c * kWalkPacePercent / 100 + (walks ? 0 : kWalkedStartTiles);
+  };
+  const auto gains = [&](std::int64_t cost) {
+    return std::int64_t(100) * cost <= std::int64_t(100 - kMinGainPercent) * base;
+  };
+  // Nothing to try when even every CTA at the mean leaves no room for the margin.
+  if (!gains(priced(least_load / slots, 0, slots))) return grid;
+  int used = 0;
+  WorkList tl = least_timeline_list(kv_lengths, slots, tile, kWalkItemTiles, least_load, true, &used);
+  if (int(tl.items.size()) > max_items || std::int64_t(tl.items.size()) <= used) return grid;
+  if (!gains(priced(walk_makespan(tl.items, used, tile), tl.num_partials, used))) return grid;
+  std::int64_t longest = 0;
+  for (const WorkItem& it : tl.items) longest = std::max<std::int64_t>(longest, it.kv_end - it.kv_begin);
+  tl.tokens_per_split = int(std::min<std::int64_t>((longest + tile - 1) / tile * tile, 1 << 30));
+  *wl = std::move(tl);
+  return used;
 }
 
 int walking_grid(std::span<const WorkItem> items, int slots, std::int64_t max_mean_tokens) {

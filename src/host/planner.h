@@ -29,6 +29,8 @@ struct WorkItem {
   std::int32_t partial;      // slot in the partial buffers, or -1: write out/lse directly
   std::int32_t kv_base = 0;  // kv_indptr[request's b] (set_kv_bases): so that a kernel starts its
                              // copies without loading it (a plan is for fixed lengths, hence bases)
+  std::int32_t next = -1;    // walking grids: the index of the item this item's CTA takes next, or
+                             // -1 for its last (CTA c starts at item c); unused otherwise
 };
 
 struct RequestSplit {
@@ -120,7 +122,7 @@ int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, 
 // items name virtual requests b·s_q + i; the CPU plan's, with s_q = 1 here, name b).
 void set_kv_bases(std::span<WorkItem> items, std::span<const std::int32_t> kv_indptr, int s_q);
 
-// How many CTAs a kernel that can walk several items per CTA (items c, c + grid, …) should launch:
+// How many CTAs a kernel that can walk several items per CTA (item c, then its `next` chain) should launch:
 // `slots` (one wave) when the items outnumber it and average at most `max_mean_tokens` tokens —
 // walking saves each extra item a pipeline restart and costs a little per tile, so it pays for short
 // items only — else one CTA per item.
@@ -130,7 +132,8 @@ int walking_grid(std::span<const WorkItem> items, int slots, std::int64_t max_me
 // start (its first tiles' copies already went out under the previous item: perf-notes v42c).
 constexpr int kWalkItemTiles = 1;
 
-// Orders `items` for a walking grid (CTA c takes items c, c + grid, c + 2·grid, …) so that the CTAs'
+// Orders `items` for a walking grid in rounds (CTA c takes items c, c + grid, c + 2·grid, …, each item's
+// `next` set so) so that the CTAs'
 // loads — each item's tiles of `tile` tokens plus kWalkItemTiles — come out even (perf-notes v118,
 // v119): round by round (`grid` items each), the round's costliest item goes to the CTA with the
 // least load so far (ties: the lower CTA); then, while a swap of two items between the busiest CTA
@@ -142,7 +145,8 @@ constexpr int kWalkItemTiles = 1;
 // items fit the grid.
 void walk_order(std::span<WorkItem> items, int grid, int tile);
 
-// The busiest CTA's load (walk_order's measure, in tiles) of a list laid out for a walking grid.
+// The busiest CTA's load (walk_order's measure, in tiles) of a list laid out for a walking grid of
+// `grid` CTAs: CTA c's chain from item c by `next`.
 std::int64_t walk_makespan(std::span<const WorkItem> items, int grid, int tile);
 
 // The work list of a walking grid (perf-notes v119), in walk_order: `wl` (the CUDA plan's list), or
@@ -154,6 +158,25 @@ std::int64_t walk_makespan(std::span<const WorkItem> items, int grid, int tile);
 // items in two rounds, the busiest CTA at 105 tiles; a 67-tile cut gives 284 items and 96.
 constexpr int kWalkMinGainPercent = 2;
 WorkList walking_work_list(std::span<const std::int32_t> kv_lengths, WorkList wl, int grid, int tile, int max_items);
+
+// One-CTA-per-SM kernels (bf16): timelines walked (perf-notes v122). Every one of `slots` CTAs walks
+// a timeline of capacity C tiles (each item's tiles plus kWalkItemTiles), the requests in order,
+// each cut where a timeline fills; C the least that holds every request. The walking kernel takes
+// CTA t's items by their `next` chain, so the plan's order holds whatever the SMs' pace (the block
+// scheduler, v121, ran bf16's timelines no faster). It competes with *wl on `grid` CTAs when *wl
+// walks (walk_makespan) or fits one wave (list_makespan on `slots`), not with several waves of one
+// CTA per item (measured slower: 200 × 8192 +2.1 %). Its model: the busiest CTA, kCombineTiles and
+// a tile per partial spread over the CTAs, plus kWalkPacePercent % for the walking kernel, plus
+// kWalkedStartTiles against a one-wave list, whose CTAs stream faster than the model's tile while
+// SMs idle (walked lists measured the whole machine's rate plus ~28 µs, ~13 tiles). When that is
+// at least kMinGainPercent % under *wl's, replaces *wl and returns the timelines used as the grid;
+// else returns `grid`. Example, 92 requests of 8192 tokens on 132 SMs: 220 items on 132 walking
+// CTAs, the busiest at 91 tiles against 132 for 92 whole requests (measured −9 %). Never more than
+// `max_items` items.
+constexpr int kWalkPacePercent = 1;
+constexpr int kWalkedStartTiles = 16;
+int walked_timelines(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items, int grid,
+                     WorkList* wl);
 
 // Whether a call's KV copies should go under an L2 evict-first policy (Plan::kv_evict_first): when
 // each KV row is read once (s_q = 1) and the call reads at most 4 × the L2 (`l2_bytes`). Evict-first

@@ -340,6 +340,38 @@ TEST(GpuDecode, Bf16WalkingListCutForEvenCtas) {
   }
 }
 
+// bf16 batches whose lists leave SMs idle walk timelines (perf-notes v122): every CTA takes the end
+// of one request and the start of the next through WorkItem::next. 68 requests of 1536 tokens (a
+// walking list of 204 items before), contiguous and pages of 16, 1 and 2 query tokens per request;
+// 200 requests of 1024 (two walking rounds before); peaked inputs, against the reference. The
+// plan's list is checked to be chains from CTAs 0 .. grid − 1 that hold every item once.
+TEST(GpuDecode, Bf16CtasWalkTheirTimelines) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  struct Shape {
+    int batch, len, page, s_q;
+  };
+  for (Shape sh : {Shape{68, 1536, 0, 1}, Shape{68, 1536, 16, 1}, Shape{34, 1536, 0, 2}, Shape{200, 1024, 0, 1}}) {
+    Plan pl;
+    ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(std::vector<std::int32_t>(std::size_t(sh.batch), sh.len),
+                                                  KvFormat::bf16, sh.page, sh.s_q, 113 + sh.page + sh.s_q, &pl));
+    EXPECT_LT(pl.grid, pl.num_work_items) << describe(pl);
+    EXPECT_GT(pl.num_split_requests, 0) << describe(pl);
+    ASSERT_TRUE(pl.host_work_list != nullptr);  // (the CUDA backend's: a std::vector<WorkItem>)
+    const auto& items = *static_cast<const std::vector<WorkItem>*>(pl.host_work_list.get());
+    std::vector<int> seen(items.size(), 0);
+    bool linked = false;  // a chain that is not c, c + grid, …: the timelines' layout
+    for (int c = 0; c < pl.grid; ++c) {
+      for (int i = c; i >= 0 && std::size_t(i) < items.size() && seen[std::size_t(i)] == 0;
+           i = items[std::size_t(i)].next) {
+        ++seen[std::size_t(i)];
+        linked |= items[std::size_t(i)].next >= 0 && items[std::size_t(i)].next != i + pl.grid;
+      }
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), std::ptrdiff_t(items.size())) << describe(pl);
+    EXPECT_TRUE(linked) << describe(pl);
+  }
+}
+
 TEST(GpuDecode, PagedShuffledPages) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {

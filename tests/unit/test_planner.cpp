@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -101,6 +102,32 @@ void expect_longest_first(const WorkList& wl) {
   for (std::size_t i = 1; i < wl.items.size(); ++i) {
     EXPECT_GE(wl.items[i - 1].kv_end - wl.items[i - 1].kv_begin, wl.items[i].kv_end - wl.items[i].kv_begin);
   }
+}
+
+// A walking grid's chains (WorkItem::next): CTA c starts at item c < grid, and every item is on
+// exactly one chain. Returns each CTA's tiles of `tile` tokens, plus kWalkItemTiles per item.
+std::vector<std::int64_t> chain_loads(std::span<const WorkItem> items, int grid, int tile) {
+  std::vector<std::int64_t> loads;
+  std::vector<int> seen(items.size(), 0);
+  EXPECT_LE(std::size_t(grid), items.size());
+  for (int c = 0; c < grid && std::size_t(c) < items.size(); ++c) {
+    std::int64_t load = 0;
+    for (int i = c; i >= 0; i = items[std::size_t(i)].next) {
+      EXPECT_LT(std::size_t(i), items.size());
+      if (std::size_t(i) >= items.size() || seen[std::size_t(i)]++ > 0) {
+        ADD_FAILURE() << "item " << i << " out of range or on two chains";
+        break;
+      }
+      if (i != c) {
+        EXPECT_GE(i, grid) << "a chain runs into another CTA's first item";
+      }
+      load += (std::int64_t(items[std::size_t(i)].kv_end) - items[std::size_t(i)].kv_begin + tile - 1) / tile +
+              kWalkItemTiles;
+    }
+    loads.push_back(load);
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) EXPECT_EQ(seen[i], 1) << "item " << i << " on no chain";
+  return loads;
 }
 
 // Items of request i = [0, lens[i]) in that order, and how many items of each length a list holds.
@@ -553,15 +580,17 @@ TEST(Planner, WalkingListCutsFinerForEvenCtas) {
   EXPECT_EQ(tight.items.size(), even.items.size());
 }
 
-// walk_order and walking_work_list only permute and cut: on random ragged batches (empty requests,
-// pairs of rows as s_q = 2 makes them, grids of 2 to 132, tiles of 1 to 64), every item of the
-// input is at exactly one position, and every token of every request is in exactly one item.
+// walk_order, walking_work_list and walked_timelines only permute and cut: on random ragged batches
+// (empty requests, pairs of rows as s_q = 2 makes them, grids of 2 to 132, tiles of 1 to 64), every
+// item of the input is at exactly one position, every token of every request is in exactly one
+// item, and every walking CTA's chain of `next` holds its items (each item on one chain).
 TEST(Planner, WalkLayoutsKeepEveryItemOnce) {
   std::uint64_t state = 12345;
   const auto next = [&](std::uint64_t bound) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     return (state >> 33) % bound;
   };
+  int fired = 0;  // trials whose walked timelines replaced the walking list
   for (int trial = 0; trial < 400; ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial));
     const int grid = 2 + int(next(131)), tile = trial % 3 == 0 ? 1 : 64;
@@ -582,11 +611,86 @@ TEST(Planner, WalkLayoutsKeepEveryItemOnce) {
     std::sort(before.begin(), before.end());
     std::sort(after.begin(), after.end());
     ASSERT_EQ(after, before);
+    if (walked.size() > std::size_t(grid)) {  // the layout's chains: c, c + grid, …
+      const std::vector<std::int64_t> loads = chain_loads(walked, grid, tile);
+      EXPECT_EQ(*std::max_element(loads.begin(), loads.end()), walk_makespan(walked, grid, tile));
+    }
     WorkList cut = walking_work_list(lens, wl, grid, tile, max_items);
+    // bf16's walked timelines against that walking list: chains on at most `grid` CTAs that cover
+    // every token once, at least kMinGainPercent % under its model; or nothing changed.
+    WorkList timed = cut;
+    const int ctas = walked_timelines(lens, grid, tile, max_items, grid, &timed);
+    ASSERT_LE(ctas, grid);
+    if (ctas != grid || timed.items.size() != cut.items.size()) {
+      ++fired;
+      ASSERT_NO_FATAL_FAILURE(check_list(timed, lens, grid, tile, max_items));
+      ASSERT_LT(ctas, int(timed.items.size()));
+      const std::vector<std::int64_t> loads = chain_loads(timed.items, ctas, tile);
+      EXPECT_EQ(*std::max_element(loads.begin(), loads.end()), walk_makespan(timed.items, ctas, tile));
+      EXPECT_LE(100 * walk_makespan(timed.items, ctas, tile),
+                (100 - kMinGainPercent) * (walk_makespan(cut.items, grid, tile) + kCombineTiles));
+    }
     std::stable_sort(cut.items.begin(), cut.items.end(), [](const WorkItem& a, const WorkItem& b) {
       return a.kv_end - a.kv_begin > b.kv_end - b.kv_begin;
     });
     ASSERT_NO_FATAL_FAILURE(check_list(cut, lens, grid, tile, max_items));
+  }
+  EXPECT_GE(fired, 5);  // (the timelines' branch is exercised: 9 of these 400 trials)
+}
+
+// bf16's walked timelines (perf-notes v122): a batch of fewer requests than SMs fills every SM, each
+// CTA walking its timeline by `next`; where whole requests or the walking rounds are already even,
+// nothing changes (the suite's plans).
+TEST(Planner, WalkedTimelinesFillEverySm) {
+  constexpr int kSms = 132, kTile = 64;
+  // 92 requests of 128 tiles: 92 whole items on 92 SMs (132 tiles with the overhead of 4) before;
+  // after, 132 CTAs of about the mean (89.2 tiles), each request cut where a timeline fills.
+  const std::vector<std::int32_t> lens(92, 8192);
+  const int max_items = 92 + kSms;
+  WorkList wl = balanced_work_list(lens, kSms, kTile, max_items, false);
+  ASSERT_EQ(wl.items.size(), 92u);
+  EXPECT_EQ(list_makespan(wl.items, kSms, kTile, kItemOverheadTiles), 132);
+  const int grid = walked_timelines(lens, kSms, kTile, max_items, int(wl.items.size()), &wl);
+  EXPECT_EQ(grid, kSms);
+  ASSERT_NO_FATAL_FAILURE(check_list(wl, lens, kSms, kTile, max_items));
+  EXPECT_LE(int(wl.items.size()), 92 + kSms - 1);
+  const std::vector<std::int64_t> loads = chain_loads(wl.items, grid, kTile);
+  EXPECT_EQ(walk_makespan(wl.items, grid, kTile), 91);
+  // Every CTA near the mean but the last timeline, which takes what is left.
+  EXPECT_EQ(std::count_if(loads.begin(), loads.end() - 1, [](std::int64_t l) { return l < 89; }), 0);
+  EXPECT_GE(loads.back(), 60);
+  // A timeline takes the requests in order: CTA 0 the first request's head, CTA 1 its rest, then
+  // the second request's head.
+  EXPECT_EQ(wl.items[0].request, 0);
+  EXPECT_EQ(wl.items[0].kv_begin, 0);
+  ASSERT_GE(wl.items[1].next, grid);
+  EXPECT_EQ(wl.items[1].request, 0);
+  EXPECT_EQ(wl.items[std::size_t(wl.items[1].next)].request, 1);
+  EXPECT_EQ(wl.items[std::size_t(wl.items[1].next)].kv_begin, 0);
+  EXPECT_EQ(wl.items[std::size_t(wl.items[1].next)].next, -1);
+  // The suite's bf16 plans keep their lists and grids: even enough already, or too little to gain.
+  for (const auto& [batch, len] : {std::pair{4, 1024},
+                                   {4, 8192},
+                                   {32, 1024},
+                                   {32, 8192},
+                                   {64, 1024},
+                                   {64, 8192},
+                                   {256, 1024},
+                                   {256, 8192},
+                                   {132, 8192}}) {
+    SCOPED_TRACE(std::to_string(batch) + " x " + std::to_string(len));
+    const std::vector<std::int32_t> suite(std::size_t(batch), len);
+    const int room = batch + kSms;
+    WorkList plan = balanced_work_list(suite, kSms, kTile, room, false);
+    const int walk = walking_grid(plan.items, kSms, 64 * kTile);
+    plan = walking_work_list(suite, std::move(plan), walk, kTile, room);
+    const WorkList before = plan;
+    EXPECT_EQ(walked_timelines(suite, kSms, kTile, room, walk, &plan), walk);
+    ASSERT_EQ(plan.items.size(), before.items.size());
+    for (std::size_t i = 0; i < plan.items.size(); ++i) {
+      EXPECT_EQ(plan.items[i].kv_begin, before.items[i].kv_begin);
+      EXPECT_EQ(plan.items[i].next, before.items[i].next);
+    }
   }
 }
 

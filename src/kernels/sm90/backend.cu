@@ -196,9 +196,11 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   std::vector<WorkItem> cluster_items;
   int cluster = cluster_work_list(wl, rows, kClusterLimit, slots, &cluster_items);
   if (cluster > 0 && sm90::decode_max_active_clusters(p.kv.format, cluster) < rows) cluster = 0;
-  const int grid = sm90::decode_grid(p.kv.format, cluster > 0 ? cluster_items : wl.items, cluster, sms);
+  int grid = sm90::decode_grid(p.kv.format, cluster > 0 ? cluster_items : wl.items, cluster, sms);
   if (cluster == 0) {  // a walking grid's list and order (nothing to do when every item has its CTA)
     wl = walking_work_list(lengths, std::move(wl), grid, tile, layout.max_items);
+    // bf16's one CTA per SM walks its timelines instead, where they pay (perf-notes v122).
+    if (!timelines) grid = walked_timelines(lengths, slots, tile, layout.max_items, grid, &wl);
   }
   std::vector<WorkItem> items = cluster > 0 ? std::move(cluster_items) : wl.items;
   set_kv_bases(items, kv, p.s_q);

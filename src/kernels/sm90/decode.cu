@@ -2,8 +2,8 @@
 //
 // Grid: one CTA per work item (q row v = b·s_q + i, KV range [kv_begin, kv_end), the range already
 // cut to query token i's causal length), or, with more short items than one wave, one wave of CTAs
-// each walking items c, c + grid, …; 8 warps. One CTA owns all 16 heads of its q row and
-// streams its KV range once, in tiles of 64 tokens:
+// each walking a chain of items (item c, then WorkItem::next, …); 8 warps. One CTA owns all 16
+// heads of its q row and streams its KV range once, in tiles of 64 tokens:
 //
 //   global ──cp.async 16 B──▶ bf16 stage (3 stages deep; rows of 1152 B, 16-byte chunks XOR-swizzled
 //                             by row % 8 so that ldmatrix rows hit distinct banks; Q rides in stage 2
@@ -242,7 +242,7 @@ __device__ __forceinline__ void q_fragments(std::uint32_t (&qa)[kKSteps][4], std
   }
 }
 
-// kWalk: each CTA walks items blockIdx.x, + gridDim.x, … (more items than CTAs); without it each CTA
+// kWalk: each CTA walks item blockIdx.x, then its chain of WorkItem::next (more items than CTAs); without it each CTA
 // takes one item and the walking code compiles away. kOneTile: one item per CTA, of at most one tile
 // (launch_decode checks DecodeParams::max_item_tokens): no copies after the prologue's (perf-notes v78).
 // kTma: one item per CTA, whole tiles by TMA into the box layout (Plan::kv_tma, perf-notes v115;
@@ -265,7 +265,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   const int g = lane / 4, c = lane % 4;    // mma fragment row group / column pair
   const int tg = warp % 4, kh = warp / 4;  // S = Q·Kᵀ: tokens [tg·kTokensS, +kTokensS), dims [288kh, +288)
   const int sh = 2 * warp + lane / 16, si = lane % 16;  // softmax: head sh, tokens [si·kTokensLane, +kTokensLane)
-  const int stride = int(gridDim.x);  // this CTA's items: blockIdx.x, + stride, … (one in cluster mode)
 
   // item.request is a q row v = b · s_q + i (its KV range already cut to token i's causal length).
   WorkItem item = kWalk ? p.items[blockIdx.x] : work_item(p, int(blockIdx.x));  // (walking lists are long)
@@ -311,10 +310,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   int j = 0;           // tile index in the CTA's sequence: stage j % kStages
   bool drain = false;  // the item's first tiles went out out of order: wait for every copy group
 
-  for (int ci = int(blockIdx.x);;) {
+  for (;;) {
     const int num_tiles = tiles_of(item);
-    const bool has_next = kWalk && ci + stride < p.num_items;
-    const WorkItem next = has_next ? p.items[ci + stride] : WorkItem{};
+    const bool has_next = kWalk && item.next >= 0;  // this CTA's items: blockIdx.x, then the chain of `next`
+    const WorkItem next = has_next ? p.items[item.next] : WorkItem{};
     const int next_tiles = has_next ? tiles_of(next) : 0;
     const std::int64_t next_base = has_next ? row_base_of(p, next) : 0;  // used from tile num_tiles − 2 on
     unsigned issued = 0;                                    // bit k: the next item's tile k went out under this item
@@ -522,7 +521,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     }
     if (!has_next) break;
 
-    ci += stride;
     item = next;
     base = next_base;
     // Its tiles 0 and 1 that did not go out under this item (this item had fewer than two tiles).

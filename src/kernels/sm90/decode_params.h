@@ -55,7 +55,8 @@ struct DecodeParams {
   int page_shift;                  // log2(page_size) when paged (0, 4, 6); unused when contiguous
   const WorkItem* items;           // [num_items]
   int num_items;
-  int ctas;              // CTAs launched: CTA c takes items c, c + ctas, … (bf16); fp8 and MXFP4: ctas = num_items
+  int ctas;  // CTAs launched: CTA c takes item c, then its chain of WorkItem::next (bf16); fp8 and MXFP4: ctas =
+             // num_items
   float logit_scale;     // sm_scale · (fp8 tensor scale or 1)
   float value_scale;     // fp8 tensor scale or 1 (applied to O)
   std::uint16_t* out;    // [total_q × 16 × 512] bf16
