@@ -681,12 +681,25 @@ bool kv_tma_waves(int ctas, int slots) {
   return std::int64_t(100) * last < std::int64_t(kTmaFullWavePercent) * slots;
 }
 
-bool kv_tma(std::span<const WorkItem> items, int tile_tokens, int min_tiles, int unit_rows, bool map_fits,
+bool kv_tma(std::span<const WorkItem> items, int grid, int tile_tokens, int min_tiles, int unit_rows, bool map_fits,
             int page_size) {
   if (items.empty() || !map_fits || unit_rows < 1 || (page_size != 0 && page_size < 64)) return false;
   for (const WorkItem& it : items) {
-    if (it.kv_end - it.kv_begin < std::int64_t(min_tiles) * tile_tokens) return false;
     if (page_size == 0 && (std::int64_t(it.kv_base) + it.kv_begin) % unit_rows != 0) return false;
+  }
+  const std::int64_t least = std::int64_t(min_tiles) * tile_tokens, n = std::int64_t(items.size());
+  if (grid < 1 || grid >= n) {  // a CTA per item
+    for (const WorkItem& it : items) {
+      if (it.kv_end - it.kv_begin < least) return false;
+    }
+    return true;
+  }
+  for (std::int64_t c = 0; c < grid; ++c) {  // a walking grid: CTA c streams its chain
+    std::int64_t tokens = 0, steps = 0;
+    for (std::int64_t i = c; i >= 0 && i < n && steps <= n; i = items[std::size_t(i)].next, ++steps) {
+      tokens += items[std::size_t(i)].kv_end - items[std::size_t(i)].kv_begin;
+    }
+    if (tokens < least) return false;
   }
   return true;
 }

@@ -187,18 +187,20 @@ int walked_timelines(std::span<const std::int32_t> kv_lengths, int slots, int ti
 // (perf-notes v94, session 17).
 bool kv_evict_first(std::int64_t kv_bytes, std::int64_t l2_bytes, int s_q);
 
-// Whether the decode kernel copies whole tiles by TMA (Plan::kv_tma; fp8: perf-notes v113, bf16: v115).
-// A tensor-map copy per tile takes the copy instructions off the kernel's chain but lands a CTA's
-// first tile later: for fp8 −1.1 to −1.5 % where every CTA streams 128 tiles, a loss at items of
-// 2–16 tiles and break-even at 32 (v110, v111, v114's check); for bf16 −1.5 to −2.0 % at items of
-// 26–64 tiles, −0.4 % at 16, a loss at 4–8 (v115, v116). So: only when every item holds at least
-// `min_tiles` tiles of `tile_tokens` (kTmaMinTilesFp8, kTmaMinTilesBf16), the map can describe the cache (`map_fits`:
-// fp8 needs unpadded rows), and every tile the copy takes whole starts at a multiple of `unit_rows` (the map's unit:
-// fp8 row pairs, 2; bf16 rows, 1): a contiguous cache whose items start there, or pages of 64 rows (`page_size`; pages
-// of 1 or 16 rows go row by row). Items carry their kv_base (set_kv_bases).
+// Whether the decode kernel copies whole tiles by TMA (Plan::kv_tma; fp8: perf-notes v113, bf16: v115,
+// bf16's walking kernel: v123). A tensor-map copy per tile takes the copy instructions off the
+// kernel's chain but lands a CTA's first tile later: for fp8 −1.1 to −1.5 % where every CTA streams
+// 128 tiles, a loss at items of 2–16 tiles and break-even at 32 (v110, v111, v114's check); for bf16
+// −1.5 to −2.0 % at items of 26–64 tiles, −0.4 % at 16, a loss at 4–8 (v115, v116). So: only when
+// every CTA streams at least `min_tiles` tiles of `tile_tokens` (kTmaMinTilesFp8, kTmaMinTilesBf16) —
+// its item, or on a walking grid of `grid` < items CTAs its chain of `next` from item c — the map can
+// describe the cache (`map_fits`: fp8 needs unpadded rows), and every tile the copy takes whole starts
+// at a multiple of `unit_rows` (the map's unit: fp8 row pairs, 2; bf16 rows, 1): a contiguous cache
+// whose items start there, or pages of 64 rows (`page_size`; pages of 1 or 16 rows go row by row).
+// Items carry their kv_base (set_kv_bases).
 constexpr int kTmaMinTilesFp8 = 64;
 constexpr int kTmaMinTilesBf16 = 24;
-bool kv_tma(std::span<const WorkItem> items, int tile_tokens, int min_tiles, int unit_rows, bool map_fits,
+bool kv_tma(std::span<const WorkItem> items, int grid, int tile_tokens, int min_tiles, int unit_rows, bool map_fits,
             int page_size);
 // bf16's further condition (perf-notes v115): `ctas` CTAs on `slots` resident slots fit one wave, or
 // their last wave fills less than kTmaFullWavePercent % of the slots. With the TMA, one wave and

@@ -343,14 +343,16 @@ TEST(GpuDecode, Bf16WalkingListCutForEvenCtas) {
 // bf16 batches whose lists leave SMs idle walk timelines (perf-notes v122): every CTA takes the end
 // of one request and the start of the next through WorkItem::next. 68 requests of 1536 tokens (a
 // walking list of 204 items before), contiguous and pages of 16, 1 and 2 query tokens per request;
-// 200 requests of 1024 (two walking rounds before); peaked inputs, against the reference. The
+// 200 requests of 1024 (two walking rounds before); 68 of 4096, whose chains are long enough for the
+// walking kernel's TMA copies (contiguous, pages of 64); peaked inputs, against the reference. The
 // plan's list is checked to be chains from CTAs 0 .. grid − 1 that hold every item once.
 TEST(GpuDecode, Bf16CtasWalkTheirTimelines) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   struct Shape {
     int batch, len, page, s_q;
   };
-  for (Shape sh : {Shape{68, 1536, 0, 1}, Shape{68, 1536, 16, 1}, Shape{34, 1536, 0, 2}, Shape{200, 1024, 0, 1}}) {
+  for (Shape sh : {Shape{68, 1536, 0, 1}, Shape{68, 1536, 16, 1}, Shape{34, 1536, 0, 2}, Shape{200, 1024, 0, 1},
+                   Shape{68, 4096, 0, 1}, Shape{68, 4096, 64, 1}}) {
     Plan pl;
     ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(std::vector<std::int32_t>(std::size_t(sh.batch), sh.len),
                                                   KvFormat::bf16, sh.page, sh.s_q, 113 + sh.page + sh.s_q, &pl));
@@ -369,6 +371,9 @@ TEST(GpuDecode, Bf16CtasWalkTheirTimelines) {
     }
     EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), std::ptrdiff_t(items.size())) << describe(pl);
     EXPECT_TRUE(linked) << describe(pl);
+    // Chains of at least kTmaMinTilesBf16 tiles (68 × 4096: ~33 per CTA) copy whole tiles by TMA
+    // (v123), contiguous or in pages of 64 rows; the shorter ones by cp.async.
+    EXPECT_EQ(pl.kv_tma, sh.len == 4096) << describe(pl);
   }
 }
 
@@ -703,9 +708,10 @@ TEST(GpuDecode, RaggedBatchOfAWaveCutBeyondOneWave) {
 }
 
 // The TMA kernel where plan() would not pick it (the flag set by the caller), in each format's
-// general kernel: fp8 with 280 requests (more than its 264 slots, so items of up to 5 tiles, not
-// one-tile ones), bf16 with 32 (more would walk, and the walking kernel has no TMA instantiation: 40
-// requests of 3 query tokens make 150 items since v120);
+// general kernel and bf16's walking one: fp8 with 280 requests (more than its 264 slots, so items of
+// up to 5 tiles, not one-tile ones), bf16 with 32 (general) and 300 (walking: chains of short items,
+// the next item's first tiles by TMA under the previous item's last; with 3 query tokens per request
+// plan() takes the TMA itself, and the flag is cleared instead);
 // empty and one-token requests, partial last tiles, items that start at odd cache rows (fp8's go row
 // by row, bf16's map is over rows), pages of 64 rows (whole tiles by TMA) and 16 rows (row by row),
 // padded rows (fp8: the cp.async kernel; bf16: by TMA, the map's row stride), 2 and 3 query tokens
@@ -716,12 +722,19 @@ TEST(GpuDecode, KvTmaChangesNoResult) {
   struct Shape {
     int page, padding, s_q;
   };
-  for (KvFormat f : {KvFormat::fp8, KvFormat::bf16}) {
+  struct Format {
+    KvFormat f;
+    int batch;
+    const char* kernel;
+  };
+  for (Format fm : {Format{KvFormat::fp8, 280, "kernel=general"}, Format{KvFormat::bf16, 32, "kernel=general"},
+                    Format{KvFormat::bf16, 300, "kernel=walking"}}) {
+    const KvFormat f = fm.f;
     for (Shape sh :
          {Shape{0, 0, 1}, Shape{64, 0, 1}, Shape{16, 0, 1}, Shape{0, 32, 1}, Shape{0, 0, 2}, Shape{64, 0, 3}}) {
       CaseSpec spec;
       const std::int32_t lens[] = {1001, 700, 129, 320, 0, 200, 64, 1};  // from row 1001 on, starts odd and even
-      for (int b = 0; b < (f == KvFormat::fp8 ? 280 : 32); ++b) spec.kv_lens.push_back(lens[b % 8]);
+      for (int b = 0; b < fm.batch; ++b) spec.kv_lens.push_back(lens[b % 8]);
       spec.format = f;
       spec.dist = Distribution::peaked;
       spec.page_size = sh.page;
@@ -733,18 +746,22 @@ TEST(GpuDecode, KvTmaChangesNoResult) {
       GpuCase gc;
       Plan pl;
       ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
-      EXPECT_FALSE(pl.kv_tma) << describe(pl);
-      EXPECT_NE(describe(pl).find("kernel=general"), std::string::npos) << describe(pl);
-      EXPECT_LT(pl.tokens_per_split, 64 * kTmaMinTilesBf16) << describe(pl);
+      EXPECT_NE(describe(pl).find(fm.kernel), std::string::npos) << describe(pl);
+      // plan() copies by cp.async here (items, or chains, too short), except on the walking grid of
+      // 300 requests of 3 query tokens, whose chains stream ~32 tiles each: there the other copy path
+      // is cp.async.
+      const bool walking_tma = fm.batch == 300 && sh.s_q == 3;
+      EXPECT_EQ(pl.kv_tma, walking_tma) << describe(pl);
       for (bool evict_first : {false, true}) {
-        Plan tma = pl;
-        tma.kv_tma = true;
-        tma.kv_evict_first = evict_first;
+        Plan other = pl;
+        other.kv_tma = !pl.kv_tma;
+        other.kv_evict_first = evict_first;
+        const Plan& tma = pl.kv_tma ? pl : other;
         if (f == KvFormat::bf16 || sh.padding == 0) {
           EXPECT_NE(describe(tma).find("kv_copy=tma"), std::string::npos) << describe(tma);
         }
-        expect_plans_agree(gc, in, pl, tma,
-                           spec.name() + ": TMA copies, kv_l2 " + (evict_first ? "evict_first" : "normal"));
+        expect_plans_agree(gc, in, pl, other,
+                           spec.name() + ": the other copy path, kv_l2 " + (evict_first ? "evict_first" : "normal"));
       }
     }
   }

@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   static_assert(kTile == kTileTokens, "the tile cursor counts tiles of kTileTokens");
   static_assert(T::kStages == 3 && kNumHeads <= kTile,
                 "an item's Q rides in the stage of the tile before its first (stage 2 for the CTA's first item)");
-  static_assert(!(kTma && (kWalk || kOneTile)), "the TMA kernel is the general one: one item per CTA");
+  static_assert(!(kTma && kOneTile), "the TMA kernels are the general and the walking one");
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
   Smem<F>& sm = *reinterpret_cast<Smem<F>*>(smem_raw + (kTma ? swizzle_align_bytes(smem_raw) : 0));
 
@@ -344,7 +344,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       typename Decoder<F, kEvictFirst, kTma>::Sources next_src{};
       const int next_stage = (j + T::kStages - 1) % T::kStages;
       if constexpr (kTma) {  // the whole copy now: one instruction of thread 0 for a whole tile
-        if (load_next) dec.copy_tile_tma(sm, next_stage, item.kv_begin + ahead * kTile, item.kv_end);
+        if (load_next && (!kWalk || own)) dec.copy_tile_tma(sm, next_stage, item.kv_begin + ahead * kTile, item.kv_end);
+        if (kWalk && load_next && !own) dec.copy_tile_tma(sm, next_stage, next.kv_begin + k_next * kTile, next.kv_end);
       } else if (load_next) {
         next_src = !kWalk || own ? dec.sources(item.kv_begin + ahead * kTile, item.kv_end)
                                  : dec.sources(next.kv_begin + k_next * kTile, next.kv_end);
@@ -527,9 +528,15 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
     for (int k = 0; k < T::kStages - 1; ++k) {
       if (k < next_tiles && !((issued >> k) & 1u)) {
-        decoder_at<F, kEvictFirst>(p, base).load_tile(sm, (j + k) % T::kStages, item.kv_begin + k * kTile, item.kv_end);
-        cp_async_commit();
-        drain = true;
+        if constexpr (kTma) {  // (completes on the stage's barrier: no drain)
+          decoder_at<F, kEvictFirst, kTma>(p, base).copy_tile_tma(sm, (j + k) % T::kStages, item.kv_begin + k * kTile,
+                                                                  item.kv_end);
+        } else {
+          decoder_at<F, kEvictFirst>(p, base).load_tile(sm, (j + k) % T::kStages, item.kv_begin + k * kTile,
+                                                        item.kv_end);
+          cp_async_commit();
+          drain = true;
+        }
       }
     }
     std::uint8_t(*qstage)[kPitch] = sm.raw[(j + T::kStages - 1) % T::kStages];
@@ -611,7 +618,7 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, b
         case Variant::general:
           return tma ? bf16_kernel_info<false, false, true>(evict_first) : bf16_kernel_info<false>(evict_first);
         case Variant::walking:
-          return bf16_kernel_info<true>(evict_first);
+          return tma ? bf16_kernel_info<true, false, true>(evict_first) : bf16_kernel_info<true>(evict_first);
         case Variant::one_tile:
           return bf16_kernel_info<false, true>(evict_first);
       }

@@ -31,10 +31,18 @@ constexpr DecodeVariant decode_variant(int ctas, int num_items, int max_item_tok
 }
 
 // Whether the kernel that `format` launches for variant v has a TMA instantiation (Plan::kv_tma picks
-// it): the general kernels of bf16 and fp8. The walking and one-tile kernels, and MXFP4's, copy by
-// cp.async whatever the plan says.
+// it): the general kernels of bf16 and fp8, and bf16's walking kernel. The one-tile kernels, and
+// MXFP4's, copy by cp.async whatever the plan says.
 constexpr bool has_tma_kernel(KvFormat format, DecodeVariant v) {
-  return format != KvFormat::mxfp4 && v == DecodeVariant::general;
+  switch (format) {
+    case KvFormat::bf16:
+      return v != DecodeVariant::one_tile;
+    case KvFormat::fp8:
+      return v == DecodeVariant::general;
+    case KvFormat::mxfp4:
+      return false;
+  }
+  return false;
 }
 
 // A CUtensorMap's 128 bytes (cuda.h stays out of this header: the planner and its tests include it
