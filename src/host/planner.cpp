@@ -681,8 +681,8 @@ bool kv_tma_waves(int ctas, int slots) {
   return std::int64_t(100) * last < std::int64_t(kTmaFullWavePercent) * slots;
 }
 
-bool kv_tma(std::span<const WorkItem> items, int grid, int tile_tokens, int min_tiles, int unit_rows, bool map_fits,
-            int page_size) {
+bool kv_tma(std::span<const WorkItem> items, int grid, int tile_tokens, int min_tiles, int min_chain_tiles,
+            int unit_rows, bool map_fits, int page_size) {
   if (items.empty() || !map_fits || unit_rows < 1 || (page_size != 0 && page_size < 64)) return false;
   for (const WorkItem& it : items) {
     if (page_size == 0 && (std::int64_t(it.kv_base) + it.kv_begin) % unit_rows != 0) return false;
@@ -694,14 +694,16 @@ bool kv_tma(std::span<const WorkItem> items, int grid, int tile_tokens, int min_
     }
     return true;
   }
-  for (std::int64_t c = 0; c < grid; ++c) {  // a walking grid: CTA c streams its chain
-    std::int64_t tokens = 0, steps = 0;
+  std::int64_t longest = 0;  // a walking grid: the longest chain (CTA c's, from item c by `next`)
+  for (std::int64_t c = 0; c < grid; ++c) {
+    std::int64_t tiles = 0, steps = 0;
     for (std::int64_t i = c; i >= 0 && i < n && steps <= n; i = items[std::size_t(i)].next, ++steps) {
-      tokens += items[std::size_t(i)].kv_end - items[std::size_t(i)].kv_begin;
+      tiles +=
+          (std::int64_t(items[std::size_t(i)].kv_end) - items[std::size_t(i)].kv_begin + tile_tokens - 1) / tile_tokens;
     }
-    if (tokens < least) return false;
+    longest = std::max(longest, tiles);
   }
-  return true;
+  return longest >= min_chain_tiles;
 }
 
 }  // namespace mla

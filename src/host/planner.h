@@ -191,17 +191,21 @@ bool kv_evict_first(std::int64_t kv_bytes, std::int64_t l2_bytes, int s_q);
 // bf16's walking kernel: v123). A tensor-map copy per tile takes the copy instructions off the
 // kernel's chain but lands a CTA's first tile later: for fp8 −1.1 to −1.5 % where every CTA streams
 // 128 tiles, a loss at items of 2–16 tiles and break-even at 32 (v110, v111, v114's check); for bf16
-// −1.5 to −2.0 % at items of 26–64 tiles, −0.4 % at 16, a loss at 4–8 (v115, v116). So: only when
-// every CTA streams at least `min_tiles` tiles of `tile_tokens` (kTmaMinTilesFp8, kTmaMinTilesBf16) —
-// its item, or on a walking grid of `grid` < items CTAs its chain of `next` from item c — the map can
-// describe the cache (`map_fits`: fp8 needs unpadded rows), and every tile the copy takes whole starts
-// at a multiple of `unit_rows` (the map's unit: fp8 row pairs, 2; bf16 rows, 1): a contiguous cache
-// whose items start there, or pages of 64 rows (`page_size`; pages of 1 or 16 rows go row by row).
-// Items carry their kv_base (set_kv_bases).
+// −1.5 to −2.0 % at items of 26–64 tiles, −0.4 % at 16, a loss at 4–8 (v115, v116). So, with one CTA
+// per item, only when every item holds at least `min_tiles` tiles of `tile_tokens` (kTmaMinTilesFp8,
+// kTmaMinTilesBf16). On a walking grid of `grid` < items CTAs (bf16), only the CTAs' first tiles
+// land later, and the call ends with its longest chain: when that chain (CTA c's items from item c
+// by `next`) holds at least `min_chain_tiles` tiles (kTmaMinChainTilesBf16; v123: −0.4 to −3.6 % at
+// longest chains of 17–145 tiles, +2.3 % at 13). Further, the map must describe the cache
+// (`map_fits`: fp8 needs unpadded rows), and every tile the copy takes whole must start at a multiple
+// of `unit_rows` (the map's unit: fp8 row pairs, 2; bf16 rows, 1): a contiguous cache whose items
+// start there, or pages of 64 rows (`page_size`; pages of 1 or 16 rows go row by row). Items carry
+// their kv_base (set_kv_bases).
 constexpr int kTmaMinTilesFp8 = 64;
 constexpr int kTmaMinTilesBf16 = 24;
-bool kv_tma(std::span<const WorkItem> items, int grid, int tile_tokens, int min_tiles, int unit_rows, bool map_fits,
-            int page_size);
+constexpr int kTmaMinChainTilesBf16 = 16;
+bool kv_tma(std::span<const WorkItem> items, int grid, int tile_tokens, int min_tiles, int min_chain_tiles,
+            int unit_rows, bool map_fits, int page_size);
 // bf16's further condition (perf-notes v115): `ctas` CTAs on `slots` resident slots fit one wave, or
 // their last wave fills less than kTmaFullWavePercent % of the slots. With the TMA, one wave and
 // partly empty last waves measured 1–12 % faster; nearly full last waves measured between 0.9 %

@@ -813,8 +813,8 @@ TEST(Planner, KvEvictFirstUpToFourL2s) {
   EXPECT_FALSE(kv_evict_first(1, 0, 1));                      // no L2 size known
 }
 
-// The TMA copies: only when every CTA streams at least min_tiles tiles (its item, or its chain on a
-// walking grid), the map fits the cache,
+// The TMA copies: only when every item streams at least min_tiles tiles (one CTA per item) or the
+// longest chain holds kTmaMinChainTilesBf16 (a walking grid), the map fits the cache,
 // and every whole tile starts at a multiple of the map's unit (fp8 row pairs: even rows; bf16 rows:
 // any row), contiguous or in pages of 64 rows.
 TEST(Planner, KvTmaOnlyForLongItemsOfWholeUnits) {
@@ -825,40 +825,47 @@ TEST(Planner, KvTmaOnlyForLongItemsOfWholeUnits) {
     std::vector<WorkItem> items = {
         {0, 0, kLong, -1, 0}, {1, 0, 2 * kLong, -1, kLong}, {2, kLong, 2 * kLong, 0, 3 * kLong}};
     for (int unit : {1, 2}) {
-      EXPECT_TRUE(kv_tma(items, int(items.size()), kTile, min_tiles, unit, true, 0));
-      EXPECT_TRUE(kv_tma(items, int(items.size()), kTile, min_tiles, unit, true, 64));
-      EXPECT_FALSE(kv_tma(items, int(items.size()), kTile, min_tiles, unit, false, 0))
+      EXPECT_TRUE(kv_tma(items, int(items.size()), kTile, min_tiles, kTmaMinChainTilesBf16, unit, true, 0));
+      EXPECT_TRUE(kv_tma(items, int(items.size()), kTile, min_tiles, kTmaMinChainTilesBf16, unit, true, 64));
+      EXPECT_FALSE(kv_tma(items, int(items.size()), kTile, min_tiles, kTmaMinChainTilesBf16, unit, false, 0))
           << "no map for this cache (fp8: padded rows)";
-      EXPECT_FALSE(kv_tma(items, int(items.size()), kTile, min_tiles, unit, true, 16))
+      EXPECT_FALSE(kv_tma(items, int(items.size()), kTile, min_tiles, kTmaMinChainTilesBf16, unit, true, 16))
           << "pages of 16 rows hold no whole tile";
-      EXPECT_FALSE(kv_tma(items, int(items.size()), kTile, min_tiles, unit, true, 1));
-      EXPECT_FALSE(kv_tma({}, 0, kTile, min_tiles, unit, true, 0));
+      EXPECT_FALSE(kv_tma(items, int(items.size()), kTile, min_tiles, kTmaMinChainTilesBf16, unit, true, 1));
+      EXPECT_FALSE(kv_tma({}, 0, kTile, min_tiles, kTmaMinChainTilesBf16, unit, true, 0));
     }
-    EXPECT_FALSE(kv_tma(items, int(items.size()), kTile, min_tiles, 0, true, 0)) << "no unit";
+    EXPECT_FALSE(kv_tma(items, int(items.size()), kTile, min_tiles, kTmaMinChainTilesBf16, 0, true, 0)) << "no unit";
     items[1].kv_base = kLong + 1;  // an odd first row: fp8's pair map cannot take its tiles whole
-    EXPECT_FALSE(kv_tma(items, int(items.size()), kTile, min_tiles, 2, true, 0));
-    EXPECT_TRUE(kv_tma(items, int(items.size()), kTile, min_tiles, 1, true, 0)) << "bf16's map is over rows";
-    EXPECT_TRUE(kv_tma(items, int(items.size()), kTile, min_tiles, 2, true, 64))
+    EXPECT_FALSE(kv_tma(items, int(items.size()), kTile, min_tiles, kTmaMinChainTilesBf16, 2, true, 0));
+    EXPECT_TRUE(kv_tma(items, int(items.size()), kTile, min_tiles, kTmaMinChainTilesBf16, 1, true, 0))
+        << "bf16's map is over rows";
+    EXPECT_TRUE(kv_tma(items, int(items.size()), kTile, min_tiles, kTmaMinChainTilesBf16, 2, true, 64))
         << "paged: tiles start at page boundaries";
     items[1].kv_base = kLong;
     items[2].kv_end -= 1;  // one item a token short of min_tiles tiles
     for (int unit : {1, 2}) {
-      EXPECT_FALSE(kv_tma(items, int(items.size()), kTile, min_tiles, unit, true, 0));
-      EXPECT_FALSE(kv_tma(items, int(items.size()), kTile, min_tiles, unit, true, 64));
+      EXPECT_FALSE(kv_tma(items, int(items.size()), kTile, min_tiles, kTmaMinChainTilesBf16, unit, true, 0));
+      EXPECT_FALSE(kv_tma(items, int(items.size()), kTile, min_tiles, kTmaMinChainTilesBf16, unit, true, 64));
     }
   }
   // Items of 32 tiles (bf16 32 × 8192): bf16's TMA, not fp8's.
   const std::vector<WorkItem> mid = {{0, 0, 32 * 64, -1, 0}, {1, 0, 32 * 64, -1, 8192}};
-  EXPECT_TRUE(kv_tma(mid, int(mid.size()), 64, kTmaMinTilesBf16, 1, true, 0));
-  EXPECT_FALSE(kv_tma(mid, int(mid.size()), 64, kTmaMinTilesFp8, 2, true, 0));
-  // A walking grid (bf16): each CTA's chain counts, not each item. Two CTAs: CTA 0 walks items 0
-  // and 2 (16 + 8 tiles), CTA 1 item 1 (24 tiles).
-  std::vector<WorkItem> walk = {{0, 0, 16 * 64, 0, 0}, {1, 0, 24 * 64, -1, 4096}, {0, 16 * 64, 24 * 64, 1, 0}};
+  EXPECT_TRUE(kv_tma(mid, int(mid.size()), 64, kTmaMinTilesBf16, kTmaMinChainTilesBf16, 1, true, 0));
+  EXPECT_FALSE(kv_tma(mid, int(mid.size()), 64, kTmaMinTilesFp8, kTmaMinChainTilesBf16, 2, true, 0));
+  // A walking grid (bf16): its longest chain counts, not each item. Two CTAs: CTA 0 walks items 0 and
+  // 2 (10 + 6 tiles), CTA 1 item 1 (12 tiles).
+  static_assert(kTmaMinChainTilesBf16 == 16, "the chains below straddle it");
+  std::vector<WorkItem> walk = {{0, 0, 10 * 64, 0, 0}, {1, 0, 12 * 64, -1, 4096}, {0, 10 * 64, 16 * 64, 1, 0}};
   walk[0].next = 2;
-  EXPECT_TRUE(kv_tma(walk, 2, 64, kTmaMinTilesBf16, 1, true, 0));
-  EXPECT_FALSE(kv_tma(walk, 3, 64, kTmaMinTilesBf16, 1, true, 0)) << "a CTA per item: 16 and 8 tiles";
-  walk[0].next = -1;  // CTA 0 stops after item 0 (item 2 on no chain: not a plan's list, but a short CTA)
-  EXPECT_FALSE(kv_tma(walk, 2, 64, kTmaMinTilesBf16, 1, true, 0));
+  EXPECT_TRUE(kv_tma(walk, 2, 64, kTmaMinTilesBf16, kTmaMinChainTilesBf16, 1, true, 0));
+  EXPECT_FALSE(kv_tma(walk, 3, 64, kTmaMinTilesBf16, kTmaMinChainTilesBf16, 1, true, 0)) << "a CTA per item";
+  walk[2].kv_end -= 1;  // CTA 0: 15 tiles and a token (16 tiles' worth of copies): still 16 tiles
+  EXPECT_TRUE(kv_tma(walk, 2, 64, kTmaMinTilesBf16, kTmaMinChainTilesBf16, 1, true, 0));
+  walk[2].kv_end -= 63;  // 15 tiles
+  EXPECT_FALSE(kv_tma(walk, 2, 64, kTmaMinTilesBf16, kTmaMinChainTilesBf16, 1, true, 0));
+  walk[0].next = -1;  // CTA 0 stops after item 0: the longest chain is CTA 1's 12 tiles
+  walk[2].kv_end += 64;
+  EXPECT_FALSE(kv_tma(walk, 2, 64, kTmaMinTilesBf16, kTmaMinChainTilesBf16, 1, true, 0));
 }
 
 // bf16's wave condition: one wave, or a last wave under 85 % of the slots (132 here: 112.2).

@@ -238,8 +238,8 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   sm90::TensorMapShape map{};
   const bool fp8 = p.kv.format == KvFormat::fp8;  // (MXFP4 has no map: kv_map_shape)
   pl.kv_tma =
-      kv_tma(items, grid, tile, fp8 ? kTmaMinTilesFp8 : kTmaMinTilesBf16, fp8 ? 2 : 1, kv_map_shape(p, &map),
-             p.paging.page_size) &&
+      kv_tma(items, grid, tile, fp8 ? kTmaMinTilesFp8 : kTmaMinTilesBf16, kTmaMinChainTilesBf16, fp8 ? 2 : 1,
+             kv_map_shape(p, &map), p.paging.page_size) &&
       sm90::has_tma_kernel(p.kv.format, sm90::decode_variant(pl.grid, pl.num_work_items, pl.tokens_per_split)) &&
       (p.kv.format != KvFormat::bf16 || kv_tma_waves(pl.grid, sms * sm90::decode_ctas_per_sm(p.kv.format))) &&
       tensor_map_encoder() != nullptr;
