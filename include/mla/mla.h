@@ -126,10 +126,11 @@ struct Plan {
   // cuda, bf16 and fp8: whole KV tiles are copied by the TMA (tensor-map copies) instead of by
   // cp.async, in the general kernel and bf16's walking kernel (not in either format's one-tile
   // kernel). plan() sets it when every work item streams at least 64 tiles of unpadded rows starting
-  // at even cache rows (fp8), or at least 24 tiles unless the launch's last of several waves is nearly
-  // full (bf16), or, where bf16's CTAs walk several items, when the longest CTA's items hold at least
-  // 16 tiles: where it measured faster on the H200; slower for short items. A caller may change it before run(); tiles the TMA cannot take whole go
-  // by cp.async either way. It changes only speed, never results.
+  // at even cache rows (fp8), or at least 24 tiles unless the launch's last of several waves is
+  // nearly full (bf16), or, where bf16's CTAs walk several items, when the longest CTA's items hold
+  // at least 16 tiles: where it measured faster on the H200; slower for short items. A caller may
+  // change it before run(); tiles the TMA cannot take whole go by cp.async either way. It changes
+  // only speed, never results.
   bool kv_tma = false;
   // cuda: the work list, also on the host (backend-private): run() passes short lists in the launch
   // parameters. Shared by copies of the plan; null for cpu.

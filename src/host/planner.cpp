@@ -248,8 +248,8 @@ bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int
       ++wl.num_split_requests;
     }
   }
-  // (Every first item starts at 0 and every other later, item costs being ≥ 1: the timelines'
-  // first items come first, in timeline order.)
+  // (Every first item starts at 0 and every other later, item costs being ≥ 1 — overhead ≥ 1, or an
+  // item of at least one tile — so the timelines' first items come first, in timeline order.)
   std::stable_sort(planned.begin(), planned.end(),
                    [](const Planned& a, const Planned& b) { return a.start < b.start; });
   std::vector<int> last(planned.empty() ? 0 : std::size_t(timeline) + 1, -1);  // per timeline: its last item so far
@@ -650,6 +650,8 @@ int walked_timelines(std::span<const std::int32_t> kv_lengths, int slots, int ti
   };
   // Nothing to try when even every CTA at the mean leaves no room for the margin.
   if (!gains(priced(least_load / slots, 0, slots))) return grid;
+  static_assert(kWalkItemTiles >= 1,
+                "every item costs ≥ 1: the timelines' first items start them (timeline_work_list)");
   int used = 0;
   WorkList tl = least_timeline_list(kv_lengths, slots, tile, kWalkItemTiles, least_load, true, &used);
   if (int(tl.items.size()) > max_items || std::int64_t(tl.items.size()) <= used) return grid;
@@ -683,7 +685,9 @@ bool kv_tma_waves(int ctas, int slots) {
 
 bool kv_tma(std::span<const WorkItem> items, int grid, int tile_tokens, int min_tiles, int min_chain_tiles,
             int unit_rows, bool map_fits, int page_size) {
-  if (items.empty() || !map_fits || unit_rows < 1 || (page_size != 0 && page_size < 64)) return false;
+  if (items.empty() || !map_fits || unit_rows < 1 || tile_tokens < 1 || (page_size != 0 && page_size < 64)) {
+    return false;
+  }
   for (const WorkItem& it : items) {
     if (page_size == 0 && (std::int64_t(it.kv_base) + it.kv_begin) % unit_rows != 0) return false;
   }

@@ -363,9 +363,12 @@ TEST(GpuDecode, Bf16CtasWalkTheirTimelines) {
     std::vector<int> seen(items.size(), 0);
     bool linked = false;  // a chain that is not c, c + grid, …: the timelines' layout
     for (int c = 0; c < pl.grid; ++c) {
-      for (int i = c; i >= 0 && std::size_t(i) < items.size() && seen[std::size_t(i)] == 0;
-           i = items[std::size_t(i)].next) {
-        ++seen[std::size_t(i)];
+      for (int i = c; i >= 0; i = items[std::size_t(i)].next) {
+        ASSERT_LT(std::size_t(i), items.size()) << describe(pl);
+        ASSERT_EQ(seen[std::size_t(i)]++, 0) << "item " << i << " on two chains | " << describe(pl);
+        if (i != c) {
+          ASSERT_GE(i, pl.grid) << "a chain runs into another CTA's first item | " << describe(pl);
+        }
         linked |= items[std::size_t(i)].next >= 0 && items[std::size_t(i)].next != i + pl.grid;
       }
     }

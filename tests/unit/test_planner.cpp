@@ -640,7 +640,8 @@ TEST(Planner, WalkLayoutsKeepEveryItemOnce) {
 
 // bf16's walked timelines (perf-notes v122): a batch of fewer requests than SMs fills every SM, each
 // CTA walking its timeline by `next`; where whole requests or the walking rounds are already even,
-// nothing changes (the suite's plans).
+// nothing changes (the suite's plans), nor where one CTA per item runs several waves (67 × 16384:
+// 201 items, which the timelines' model alone would replace).
 TEST(Planner, WalkedTimelinesFillEverySm) {
   constexpr int kSms = 132, kTile = 64;
   // 92 requests of 128 tiles: 92 whole items on 92 SMs (132 tiles with the overhead of 4) before;
@@ -677,10 +678,11 @@ TEST(Planner, WalkedTimelinesFillEverySm) {
                                    {64, 8192},
                                    {256, 1024},
                                    {256, 8192},
-                                   {132, 8192}}) {
+                                   {132, 8192},
+                                   {67, 16384}}) {  // (three waves of one CTA per item: kept, v122's rule)
     SCOPED_TRACE(std::to_string(batch) + " x " + std::to_string(len));
     const std::vector<std::int32_t> suite(std::size_t(batch), len);
-    const int room = batch + kSms;
+    const int room = cuda_workspace_layout(batch, 1, kSms, 2).max_items;  // (2: kMaxDecodeCtasPerSm)
     WorkList plan = balanced_work_list(suite, kSms, kTile, room, false);
     const int walk = walking_grid(plan.items, kSms, 64 * kTile);
     plan = walking_work_list(suite, std::move(plan), walk, kTile, room);
@@ -757,6 +759,16 @@ TEST(Planner, WorkspaceGrowsLinearlyInQueryRows) {
 // read their work items (run()): both follow from the plan, and describe() prints them.
 TEST(Planner, DecodeVariantAndWorkListSourceFollowThePlan) {
   using sm90::DecodeVariant;
+  // The TMA instantiations (v113, v115, v123): bf16's general and walking kernels, fp8's general one.
+  static_assert(sm90::has_tma_kernel(KvFormat::bf16, DecodeVariant::general) &&
+                    sm90::has_tma_kernel(KvFormat::bf16, DecodeVariant::walking) &&
+                    !sm90::has_tma_kernel(KvFormat::bf16, DecodeVariant::one_tile),
+                "bf16's TMA kernels");
+  static_assert(sm90::has_tma_kernel(KvFormat::fp8, DecodeVariant::general) &&
+                    !sm90::has_tma_kernel(KvFormat::fp8, DecodeVariant::walking) &&
+                    !sm90::has_tma_kernel(KvFormat::fp8, DecodeVariant::one_tile),
+                "fp8's TMA kernel");
+  static_assert(!sm90::has_tma_kernel(KvFormat::mxfp4, DecodeVariant::general), "MXFP4 has no TMA kernel");
   EXPECT_EQ(sm90::decode_variant(132, 256, 4096), DecodeVariant::walking);  // bf16: more items than CTAs
   EXPECT_EQ(sm90::decode_variant(64, 64, 64), DecodeVariant::one_tile);     // 4 × 1024: one tile per item
   EXPECT_EQ(sm90::decode_variant(256, 256, 64), DecodeVariant::one_tile);   // one-tile items in clusters

@@ -199,8 +199,9 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   int grid = sm90::decode_grid(p.kv.format, cluster > 0 ? cluster_items : wl.items, cluster, sms);
   if (cluster == 0) {  // a walking grid's list and order (nothing to do when every item has its CTA)
     wl = walking_work_list(lengths, std::move(wl), grid, tile, layout.max_items);
-    // bf16's one CTA per SM walks its timelines instead, where they pay (perf-notes v122).
-    if (!timelines) grid = walked_timelines(lengths, slots, tile, layout.max_items, grid, &wl);
+    // bf16's one CTA per SM walks its timelines instead, where they pay (perf-notes v122); only its
+    // kernel walks (follows WorkItem::next).
+    if (p.kv.format == KvFormat::bf16) grid = walked_timelines(lengths, slots, tile, layout.max_items, grid, &wl);
   }
   std::vector<WorkItem> items = cluster > 0 ? std::move(cluster_items) : wl.items;
   set_kv_bases(items, kv, p.s_q);
@@ -210,6 +211,9 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   }
   if (!layout.holds(int(items.size()), wl.num_partials)) {
     return {StatusCode::invalid_argument, "internal: work list larger than the workspace layout allows"};
+  }
+  if (grid < int(items.size()) && p.kv.format != KvFormat::bf16) {  // fp8's and MXFP4's CTAs take one item
+    return {StatusCode::invalid_argument, "internal: a walking grid for a format whose kernel does not walk"};
   }
   auto* base = static_cast<std::uint8_t*>(workspace);
   e = cudaMemcpy(base + layout.items_offset, items.data(), items.size() * sizeof(WorkItem), cudaMemcpyHostToDevice);

@@ -11,7 +11,7 @@
 //               the copies of tile t + 2 are issued in three parts among tile t's S steps; every
 //               kernel comes in two instantiations, the KV copies under an L2 evict-first policy
 //               or without one (DecodeParams::kv_evict_first; fp8 and MXFP4 alike)
-//   or, in the TMA kernel (plans of long items, Plan::kv_tma; one item per CTA):
+//   or, in the TMA kernels (plans of long items or chains, Plan::kv_tma; general and walking):
 //   global ──one TMA per whole tile──▶ bf16 stage in the box layout (bf16_stage.h: 9 boxes of 64 rows
 //                             × 128 B, the TMA's 128-byte swizzle = the same XOR by row % 8), issued
 //                             by thread 0 at the top of tile t for tile t + 2; stages complete on
@@ -242,12 +242,13 @@ __device__ __forceinline__ void q_fragments(std::uint32_t (&qa)[kKSteps][4], std
   }
 }
 
-// kWalk: each CTA walks item blockIdx.x, then its chain of WorkItem::next (more items than CTAs); without it each CTA
-// takes one item and the walking code compiles away. kOneTile: one item per CTA, of at most one tile
-// (launch_decode checks DecodeParams::max_item_tokens): no copies after the prologue's (perf-notes v78).
-// kTma: one item per CTA, whole tiles by TMA into the box layout (Plan::kv_tma, perf-notes v115;
-// launched only with DecodeParams::kv_map): the stages complete on mbarriers instead of cp.async
-// groups, and the next tile's copy goes out at the top of the tile. Q still arrives by cp.async.
+// kWalk: each CTA walks item blockIdx.x, then its chain of WorkItem::next (more items than CTAs);
+// without it each CTA takes one item and the walking code compiles away. kOneTile: one item per CTA, of at most one
+// tile (launch_decode checks DecodeParams::max_item_tokens): no copies after the prologue's (perf-notes v78). kTma:
+// whole tiles by TMA into the box layout (Plan::kv_tma, perf-notes v115, v123; launched only with
+// DecodeParams::kv_map), one item per CTA or walking: the stages complete on mbarriers instead of cp.async groups
+// (phase j / kStages over the CTA's whole tile sequence), and the next tile's copy — the next item's first tiles too —
+// goes out at the top of the tile. Q still arrives by cp.async.
 template <KvFormat F, bool kWalk, bool kOneTile, bool kEvictFirst, bool kTma = false>
 __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_constant__ DecodeParams p) {
   using T = Traits<F>;
@@ -596,8 +597,8 @@ int max_active_decode_clusters(const DecodeKernel& k, int n) {
   return clusters;
 }
 
-// bf16's kernels: one item per CTA, walking several (kWalk), or one item of one tile (kOneTile), or
-// one item per CTA with whole tiles by TMA (kTma); the KV copies under the evict-first policy or
+// bf16's kernels: one item per CTA, walking several (kWalk), or one item of one tile (kOneTile); the
+// first two also with whole tiles by TMA (kTma); the KV copies under the evict-first policy or
 // without one.
 template <bool kWalk, bool kOneTile = false, bool kTma = false>
 DecodeKernel bf16_kernel_info(bool evict_first) {
@@ -671,7 +672,7 @@ bool decode_partials_f16(KvFormat format) {
 cudaError_t prepare_decode(KvFormat format) {
   for (Variant v : kVariants) {
     for (bool evict_first : {false, true}) {  // fp8, MXFP4: walking = general
-      for (bool tma : {false, true}) {        // the general kernels of bf16 and fp8 only
+      for (bool tma : {false, true}) {        // bf16's general and walking kernels, fp8's general one
         const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first, tma));
         if (e != cudaSuccess) return e;
       }
