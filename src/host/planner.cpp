@@ -210,7 +210,7 @@ std::int64_t cheapest_chunk_tiles(std::span<const std::int32_t> kv_lengths, int 
 // the walker: it starts the next item on whichever slot frees first, so each runs on a timeline's
 // slot. With `walked` a CTA per timeline walks it: every item's `next` is its timeline's next item.
 // A request's pieces take consecutive partial slots in KV order. *used: the timelines that hold
-// an item. False when `cap` is too small.
+// an item. False when `cap` is too small. With `out` null, only that answer (nothing is built).
 bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int overhead, std::int64_t cap,
                         bool walked, WorkList* out, int* used) {
   struct Planned {
@@ -220,7 +220,7 @@ bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int
   };
   std::vector<Planned> planned;
   WorkList wl;
-  wl.splits.assign(kv_lengths.size(), RequestSplit{0, 0});
+  if (out != nullptr) wl.splits.assign(kv_lengths.size(), RequestSplit{0, 0});
   int timeline = 0;
   std::int64_t load = 0;
   for (std::size_t b = 0; b < kv_lengths.size(); ++b) {
@@ -235,11 +235,12 @@ bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int
         continue;
       }
       const std::int64_t end = left <= room ? len : begin + room * tile;
-      planned.push_back({{int(b), std::int32_t(begin), std::int32_t(end), -1}, load, timeline});
+      if (out != nullptr) planned.push_back({{int(b), std::int32_t(begin), std::int32_t(end), -1}, load, timeline});
       load += item_cost(end - begin, tile, overhead);
       begin = end;
       if (begin >= len) break;
     }
+    if (out == nullptr) continue;
     const int n = int(planned.size() - first);
     if (n > 1) {
       wl.splits[b] = {wl.num_partials, n};
@@ -248,6 +249,7 @@ bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int
       ++wl.num_split_requests;
     }
   }
+  if (out == nullptr) return true;
   // (Every first item starts at 0 and every other later, item costs being ≥ 1 — overhead ≥ 1, or an
   // item of at least one tile — so the timelines' first items come first, in timeline order.)
   std::stable_sort(planned.begin(), planned.end(),
@@ -265,18 +267,17 @@ bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int
 }
 
 // timeline_work_list at the least capacity that holds every request, from the slots' mean of
-// `least_load` tiles up (*used as there).
+// `least_load` tiles up (*used as there): the capacity searched without building lists, the list
+// built once.
 WorkList least_timeline_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int overhead,
                              std::int64_t least_load, bool walked, int* used) {
-  // timeline_work_list writes `tl` only for a capacity that fits, and the search's last fitting
-  // capacity is its answer: `tl` ends up holding that list.
-  WorkList tl;
   const auto fits = [&](std::int64_t cap) {
-    return timeline_work_list(kv_lengths, slots, tile, overhead, cap, walked, &tl, used);
+    return timeline_work_list(kv_lengths, slots, tile, overhead, cap, walked, nullptr, nullptr);
   };
   std::int64_t lo = std::max<std::int64_t>(1, (least_load + slots - 1) / slots), hi = lo;
   while (!fits(hi)) hi *= 2;
-  least_fitting(lo, hi, fits);
+  WorkList tl;
+  timeline_work_list(kv_lengths, slots, tile, overhead, least_fitting(lo, hi, fits), walked, &tl, used);
   return tl;
 }
 
