@@ -149,7 +149,7 @@ Status workspace_size(const Problem& p, Backend backend, std::size_t* bytes);
 // kv_indptr starts at 0). Call again whenever batch, lengths or page table change. Host cost
 // (cuda, besides its copies): up to ~0.1 ms for uniform batches of up to a few hundred requests; for
 // ragged ones whose plan is re-cut to balance the SMs, up to ~0.8 ms; ~3 ms at 20,000 requests
-// (measured on a 2-core build machine; perf-notes v119–v121).
+// (measured on a 2-core build machine; perf-notes v119–v122).
 Status plan(const Problem& p, Backend backend, void* workspace, std::size_t workspace_bytes, Plan* out);
 
 // Runs the decode. cuda: asynchronous on `stream` (a cudaStream_t, nullptr = default stream), no
