@@ -93,6 +93,35 @@ std::int64_t item_cost(std::int64_t tokens, int tile, int overhead) {
   return (tokens + tile - 1) / tile + overhead;
 }
 
+// Every request whole, as items costing item_cost: the least total any list of them can cost.
+std::int64_t total_cost(std::span<const std::int32_t> kv_lengths, int tile, int overhead) {
+  std::int64_t total = 0;
+  for (std::int32_t len : kv_lengths) total += item_cost(len, tile, overhead);
+  return total;
+}
+
+// A list's tokens_per_split: its longest item, rounded up to the tile (saturating at 2^30).
+void set_tokens_per_split(WorkList* wl, int tile) {
+  std::int64_t longest = 0;
+  for (const WorkItem& it : wl->items) longest = std::max<std::int64_t>(longest, it.kv_end - it.kv_begin);
+  wl->tokens_per_split = int(std::min<std::int64_t>((longest + tile - 1) / tile * tile, 1 << 30));
+}
+
+// The costliest chain of a walking grid of `grid` CTAs: CTA c's items from item c by `next`, each at
+// item_cost. (A chain longer than the list is a broken one: it stops there.)
+std::int64_t costliest_chain(std::span<const WorkItem> items, int grid, int tile, int overhead) {
+  std::int64_t costliest = 0;
+  const std::int64_t n = std::int64_t(items.size());
+  for (std::int64_t c = 0; c < std::min<std::int64_t>(grid, n); ++c) {
+    std::int64_t cost = 0, steps = 0;
+    for (std::int64_t i = c; i >= 0 && i < n && steps <= n; i = items[std::size_t(i)].next, ++steps) {
+      cost += item_cost(std::int64_t(items[std::size_t(i)].kv_end) - items[std::size_t(i)].kv_begin, tile, overhead);
+    }
+    costliest = std::max(costliest, cost);
+  }
+  return costliest;
+}
+
 std::vector<std::int64_t> item_costs(std::span<const WorkItem> items, int tile, int overhead) {
   std::vector<std::int64_t> costs;
   costs.reserve(items.size());
@@ -353,16 +382,13 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   std::int64_t best_cost = base;
   // No list beats the slots' mean load (every request is at least one item): when that is within
   // the margin, nothing is worth trying (many full waves; plan() stays as cheap as build_work_list).
-  std::int64_t least_load = std::int64_t(batch) * kItemOverheadTiles;
-  for (std::int32_t len : kv_lengths) least_load += (std::int64_t(len) + tile - 1) / tile;
+  const std::int64_t least_load = total_cost(kv_lengths, tile, kItemOverheadTiles);
   if (std::int64_t(100) * (least_load / slots) > std::int64_t(100 - kMinGainPercent) * base) return best;
   // Only a clear gain replaces the even-share list (the model ignores DRAM's share of the time).
   const auto consider = [&](WorkList wl, std::int64_t extra) {
     const std::int64_t c = cost(wl) + extra;
     if (c >= best_cost || std::int64_t(100) * c > std::int64_t(100 - kMinGainPercent) * base) return;
-    std::int64_t longest = 0;
-    for (const WorkItem& it : wl.items) longest = std::max<std::int64_t>(longest, it.kv_end - it.kv_begin);
-    wl.tokens_per_split = int(std::min<std::int64_t>((longest + tile - 1) / tile * tile, 1 << 30));
+    set_tokens_per_split(&wl, tile);
     best = std::move(wl);
     best_cost = c;
   };
@@ -584,17 +610,7 @@ void walk_order(std::span<WorkItem> items, int grid, int tile) {
 }
 
 std::int64_t walk_makespan(std::span<const WorkItem> items, int grid, int tile) {
-  std::int64_t busiest = 0;
-  const std::int64_t n = std::int64_t(items.size());
-  for (std::int64_t c = 0; c < std::min<std::int64_t>(grid, n); ++c) {
-    std::int64_t load = 0, steps = 0;  // (a chain longer than the list is a broken one: stop)
-    for (std::int64_t i = c; i >= 0 && i < n && steps <= n; i = items[std::size_t(i)].next, ++steps) {
-      load += item_cost(std::int64_t(items[std::size_t(i)].kv_end) - items[std::size_t(i)].kv_begin, std::max(tile, 1),
-                        kWalkItemTiles);
-    }
-    busiest = std::max(busiest, load);
-  }
-  return busiest;
+  return costliest_chain(items, grid, std::max(tile, 1), kWalkItemTiles);
 }
 
 WorkList walking_work_list(std::span<const std::int32_t> kv_lengths, WorkList wl, int grid, int tile, int max_items) {
@@ -640,8 +656,7 @@ int walked_timelines(std::span<const std::int32_t> kv_lengths, int slots, int ti
   const std::int64_t base =
       (walks ? walk_makespan(wl->items, grid, tile) : list_makespan(wl->items, slots, tile, kItemOverheadTiles)) +
       split_cost(wl->num_partials);
-  std::int64_t least_load = std::int64_t(kv_lengths.size()) * kWalkItemTiles;
-  for (std::int32_t len : kv_lengths) least_load += (std::int64_t(len) + tile - 1) / tile;
+  const std::int64_t least_load = total_cost(kv_lengths, tile, kWalkItemTiles);
   const auto priced = [&](std::int64_t load, std::int64_t partials, int ctas) {
     const std::int64_t c = load + split_cost(partials) + partial_traffic(partials, ctas);
     return c + c * kWalkPacePercent / 100 + (walks ? 0 : kWalkedStartTiles);
@@ -657,9 +672,7 @@ int walked_timelines(std::span<const std::int32_t> kv_lengths, int slots, int ti
   WorkList tl = least_timeline_list(kv_lengths, slots, tile, kWalkItemTiles, least_load, true, &used);
   if (int(tl.items.size()) > max_items || std::int64_t(tl.items.size()) <= used) return grid;
   if (!gains(priced(walk_makespan(tl.items, used, tile), tl.num_partials, used))) return grid;
-  std::int64_t longest = 0;
-  for (const WorkItem& it : tl.items) longest = std::max<std::int64_t>(longest, it.kv_end - it.kv_begin);
-  tl.tokens_per_split = int(std::min<std::int64_t>((longest + tile - 1) / tile * tile, 1 << 30));
+  set_tokens_per_split(&tl, tile);
   *wl = std::move(tl);
   return used;
 }
@@ -699,16 +712,7 @@ bool kv_tma(std::span<const WorkItem> items, int grid, int tile_tokens, int min_
     }
     return true;
   }
-  std::int64_t longest = 0;  // a walking grid: the longest chain (CTA c's, from item c by `next`)
-  for (std::int64_t c = 0; c < grid; ++c) {
-    std::int64_t tiles = 0, steps = 0;
-    for (std::int64_t i = c; i >= 0 && i < n && steps <= n; i = items[std::size_t(i)].next, ++steps) {
-      tiles +=
-          (std::int64_t(items[std::size_t(i)].kv_end) - items[std::size_t(i)].kv_begin + tile_tokens - 1) / tile_tokens;
-    }
-    longest = std::max(longest, tiles);
-  }
-  return longest >= min_chain_tiles;
+  return costliest_chain(items, grid, tile_tokens, 0) >= min_chain_tiles;  // a walking grid: its longest chain
 }
 
 }  // namespace mla

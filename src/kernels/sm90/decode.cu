@@ -243,12 +243,14 @@ __device__ __forceinline__ void q_fragments(std::uint32_t (&qa)[kKSteps][4], std
 }
 
 // kWalk: each CTA walks item blockIdx.x, then its chain of WorkItem::next (more items than CTAs);
-// without it each CTA takes one item and the walking code compiles away. kOneTile: one item per CTA, of at most one
-// tile (launch_decode checks DecodeParams::max_item_tokens): no copies after the prologue's (perf-notes v78). kTma:
-// whole tiles by TMA into the box layout (Plan::kv_tma, perf-notes v115, v123; launched only with
-// DecodeParams::kv_map), one item per CTA or walking: the stages complete on mbarriers instead of cp.async groups
-// (phase j / kStages over the CTA's whole tile sequence), and the next tile's copy — the next item's first tiles too —
-// goes out at the top of the tile. Q still arrives by cp.async.
+// without it each CTA takes one item and the walking code compiles away.
+// kOneTile: one item per CTA, of at most one tile (launch_decode checks
+// DecodeParams::max_item_tokens): no copies after the prologue's (perf-notes v78).
+// kTma: whole tiles by TMA into the box layout (Plan::kv_tma, perf-notes v115, v123; launched only
+// with DecodeParams::kv_map), one item per CTA or walking: the stages complete on mbarriers instead
+// of cp.async groups (phase j / kStages over the CTA's whole tile sequence), and the next tile's
+// copy — the next item's first tiles too — goes out at the top of the tile. Q still arrives by
+// cp.async.
 template <KvFormat F, bool kWalk, bool kOneTile, bool kEvictFirst, bool kTma = false>
 __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_constant__ DecodeParams p) {
   using T = Traits<F>;
