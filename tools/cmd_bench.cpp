@@ -57,7 +57,8 @@ options:
   --kv-copy auto|tma|cp.async
                          cuda, bf16 and fp8: how whole KV tiles are copied (Plan::kv_tma):
                          plan()'s choice (default: the TMA when every work item holds >= 64
-                         tiles for fp8, >= 24 for bf16; see README), or forced
+                         tiles for fp8, >= 24 for bf16, or when a bf16 walking CTA's longest
+                         chain of items holds >= 16; see README), or forced
   --json FILE            also write the results as JSON (checked for writing before the suite runs)
   --help                 this text
 Lists run each entry once (repeats are dropped).

@@ -168,13 +168,14 @@ WorkList walking_work_list(std::span<const std::int32_t> kv_lengths, WorkList wl
 // CTA per item (measured slower: 200 × 8192 +2.1 %). Its model: the busiest CTA, kCombineTiles and
 // a tile per partial spread over the CTAs, plus kWalkPacePercent % for the walking kernel, plus
 // kWalkedStartTiles against a one-wave list, whose CTAs stream faster than the model's tile while
-// SMs idle (walked lists measured the whole machine's rate plus ~28 µs, ~13 tiles). When that is
+// SMs idle (fitted by A/B: 16 before the walking kernel had the TMA, v122; 4 since, v125, where 8
+// and 4 gained −1.1 to −11 % on every list they changed, and 2 and 0 lost at as many). When that is
 // at least kMinGainPercent % under *wl's, replaces *wl and returns the timelines used as the grid;
 // else returns `grid`. Example, 92 requests of 8192 tokens on 132 SMs: 220 items on 132 walking
 // CTAs, the busiest at 91 tiles against 132 for 92 whole requests (measured −9 %). Never more than
 // `max_items` items.
 constexpr int kWalkPacePercent = 1;
-constexpr int kWalkedStartTiles = 16;
+constexpr int kWalkedStartTiles = 4;
 int walked_timelines(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items, int grid,
                      WorkList* wl);
 

@@ -343,15 +343,18 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       const bool own = ahead < num_tiles;
       const bool load_next = !kOneTile && (own || (kWalk && k_next < next_tiles));
       if (kWalk && !own && load_next) issued |= 1u << k_next;
-      const Decoder<F, kEvictFirst, kTma> dec = decoder_at<F, kEvictFirst, kTma>(p, !kWalk || own ? base : next_base);
+      const bool mine = !kWalk || own;  // the copy's tile: this item's tile `ahead`, or the next item's k_next
+      const Decoder<F, kEvictFirst, kTma> dec = decoder_at<F, kEvictFirst, kTma>(p, mine ? base : next_base);
       typename Decoder<F, kEvictFirst, kTma>::Sources next_src{};
       const int next_stage = (j + T::kStages - 1) % T::kStages;
-      if constexpr (kTma) {  // the whole copy now: one instruction of thread 0 for a whole tile
-        if (load_next && (!kWalk || own)) dec.copy_tile_tma(sm, next_stage, item.kv_begin + ahead * kTile, item.kv_end);
-        if (kWalk && load_next && !own) dec.copy_tile_tma(sm, next_stage, next.kv_begin + k_next * kTile, next.kv_end);
-      } else if (load_next) {
-        next_src = !kWalk || own ? dec.sources(item.kv_begin + ahead * kTile, item.kv_end)
-                                 : dec.sources(next.kv_begin + k_next * kTile, next.kv_end);
+      if (load_next) {
+        const int copy_t0 = mine ? item.kv_begin + ahead * kTile : next.kv_begin + k_next * kTile;
+        const int copy_end = mine ? item.kv_end : next.kv_end;
+        if constexpr (kTma) {  // the whole copy now: one instruction of thread 0 for a whole tile
+          dec.copy_tile_tma(sm, next_stage, copy_t0, copy_end);
+        } else {  // the sources now, the copies below (after S's first steps)
+          next_src = dec.sources(copy_t0, copy_end);
+        }
       }
       std::uint8_t(*kv)[kPitch] = sm.raw[stage];  // the bf16 tile (its rope chunks then hold P)
 
