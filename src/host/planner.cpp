@@ -370,7 +370,7 @@ std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile,
 }
 
 WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items,
-                            bool timelines) {
+                            bool timelines, int min_gain_percent) {
   WorkList best = build_work_list(kv_lengths, slots, tile);
   const int batch = int(kv_lengths.size());
   slots = std::max(slots, 1);
@@ -383,11 +383,11 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   // No list beats the slots' mean load (every request is at least one item): when that is within
   // the margin, nothing is worth trying (many full waves; plan() stays as cheap as build_work_list).
   const std::int64_t least_load = total_cost(kv_lengths, tile, kItemOverheadTiles);
-  if (std::int64_t(100) * (least_load / slots) > std::int64_t(100 - kMinGainPercent) * base) return best;
+  if (std::int64_t(100) * (least_load / slots) > std::int64_t(100 - min_gain_percent) * base) return best;
   // Only a clear gain replaces the even-share list (the model ignores DRAM's share of the time).
   const auto consider = [&](WorkList wl, std::int64_t extra) {
     const std::int64_t c = cost(wl) + extra;
-    if (c >= best_cost || std::int64_t(100) * c > std::int64_t(100 - kMinGainPercent) * base) return;
+    if (c >= best_cost || std::int64_t(100) * c > std::int64_t(100 - min_gain_percent) * base) return;
     set_tokens_per_split(&wl, tile);
     best = std::move(wl);
     best_cost = c;
@@ -441,7 +441,7 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   // on 264 slots run 124-tile items beside a mean of 60.)
   std::int64_t chunk_cost = 0;
   const std::int64_t chunk_tiles = cheapest_chunk_tiles(
-      kv_lengths, tile, kItemOverheadTiles, slots, slots, max_items, (100 - kMinGainPercent) * base / 100,
+      kv_lengths, tile, kItemOverheadTiles, slots, slots, max_items, (100 - min_gain_percent) * base / 100,
       [&](std::span<const std::int64_t> costs, std::int64_t partials) {
         return makespan_of(costs, slots) + split_cost(partials);
       },

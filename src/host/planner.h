@@ -100,6 +100,11 @@ std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile,
 //   for 160 whole items. The CUDA plan sets it for fp8 and MXFP4, whose two CTAs per SM run a
 //   planned order well; bf16's one CTA per SM measured +1.5 % with it at 160 and 200 × 8192.
 // (So a list that cuts nothing can win over an even-share list that does, by the combine it saves.)
+// The margin is `min_gain_percent`: kMinGainPercent for formats bound by DRAM, whose time the
+// model's tiles per slot overstate; kMinGainPercentSmBound for MXFP4, bound by its SMs' issue,
+// whose lone and idle slots cost about what the model says (perf-notes v126: timelines at uniform
+// 240 × 8192 measured −4.3 to −5.8 % for MXFP4 against a model gain of ~3 %, +2.6 to +3.5 % for fp8;
+// margins of 3 and 2 gained at every MXFP4 list they changed).
 // No list but build_work_list's exceeds `max_items` (the workspace layout's, which the CUDA plan
 // sizes above build_work_list's). The model counts tiles per slot, not
 // DRAM: it overstates what partial waves cost a DRAM-bound format, hence the margin.
@@ -107,8 +112,9 @@ constexpr int kItemOverheadTiles = 4;
 constexpr int kCombineTiles = 2;
 constexpr int kTailWaves = 3;
 constexpr int kMinGainPercent = 5;
+constexpr int kMinGainPercentSmBound = 2;
 WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items,
-                            bool timelines);
+                            bool timelines, int min_gain_percent = kMinGainPercent);
 
 // The CUDA backend's cluster mode (src/kernels/sm90/cluster_merge.h): every one of the `rows` q rows
 // gets n items — n the most pieces of a row rounded up to a power of two — item k of row r at
