@@ -107,9 +107,10 @@ struct Plan {
   // The KV format planned for: run() refuses a problem of another format.
   KvFormat kv_format = KvFormat::bf16;
   std::int64_t total_kv = 0;  // Σ L_b
-  // The most KV tokens of a work item, rounded up to the tile (saturating at 2^30: items can be
-  // longer only where a request itself is, or on a plan of very few slots). Items of one list may
-  // differ: cuda cuts requests to balance the SMs (docs/design.md, the planner paragraph).
+  // A bound on every work item's KV tokens, a multiple of the tile: the chunk the requests were cut
+  // at, or, where cuda re-cut them to balance the SMs (docs/design.md, the planner paragraph), the
+  // longest item rounded up (saturating at 2^30: items can be longer only where a request itself is,
+  // or on a plan of very few slots). Items of one list may be shorter and differ.
   int tokens_per_split = 0;
   int num_work_items = 0;        // (request, KV range) pairs
   int num_split_requests = 0;    // requests whose KV is split over several work items

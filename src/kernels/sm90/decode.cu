@@ -206,6 +206,15 @@ struct Decoder {
       cp_async_arrive(&sm.full[s]);
     }
   }
+  // A whole tile as the kernel copies it outside the loop's split copies: copy_tile_tma in the TMA
+  // kernel (completing on stage s's barrier), else load_tile (the caller commits the group).
+  __device__ void copy_tile(Smem<F>& sm, int s, int t0, int end) const {
+    if constexpr (kTma) {
+      copy_tile_tma(sm, s, t0, end);
+    } else {
+      load_tile(sm, s, t0, end);
+    }
+  }
 };
 
 // The row base (KvRowMap::base()) of item w's request.
@@ -287,12 +296,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
     if ((!kOneTile || s == 0) && s < tiles_of(item)) {
-      const Decoder<F, kEvictFirst, kTma> dec = decoder_at<F, kEvictFirst, kTma>(p, base);
-      if constexpr (kTma) {
-        dec.copy_tile_tma(sm, s, item.kv_begin + s * kTile, item.kv_end);
-      } else {
-        dec.load_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
-      }
+      decoder_at<F, kEvictFirst, kTma>(p, base).copy_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
     }
     cp_async_commit();
   }
@@ -534,12 +538,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
     for (int k = 0; k < T::kStages - 1; ++k) {
       if (k < next_tiles && !((issued >> k) & 1u)) {
-        if constexpr (kTma) {  // (completes on the stage's barrier: no drain)
-          decoder_at<F, kEvictFirst, kTma>(p, base).copy_tile_tma(sm, (j + k) % T::kStages, item.kv_begin + k * kTile,
-                                                                  item.kv_end);
-        } else {
-          decoder_at<F, kEvictFirst>(p, base).load_tile(sm, (j + k) % T::kStages, item.kv_begin + k * kTile,
-                                                        item.kv_end);
+        decoder_at<F, kEvictFirst, kTma>(p, base).copy_tile(sm, (j + k) % T::kStages, item.kv_begin + k * kTile,
+                                                            item.kv_end);
+        if constexpr (!kTma) {  // (the TMA's copy completes on the stage's barrier: no drain)
           cp_async_commit();
           drain = true;
         }
