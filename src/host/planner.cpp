@@ -370,19 +370,20 @@ std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile,
 }
 
 WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items,
-                            bool timelines, int min_gain_percent) {
+                            bool timelines, ListModel model) {
+  const int item_overhead_tiles = model.item_overhead_tiles, min_gain_percent = model.min_gain_percent;
   WorkList best = build_work_list(kv_lengths, slots, tile);
   const int batch = int(kv_lengths.size());
   slots = std::max(slots, 1);
   tile = std::max(tile, 1);
   const auto cost = [&](const WorkList& wl) {
-    return list_makespan(wl.items, slots, tile, kItemOverheadTiles) + split_cost(wl.num_partials);
+    return list_makespan(wl.items, slots, tile, item_overhead_tiles) + split_cost(wl.num_partials);
   };
   const std::int64_t base = cost(best);
   std::int64_t best_cost = base;
   // No list beats the slots' mean load (every request is at least one item): when that is within
   // the margin, nothing is worth trying (many full waves; plan() stays as cheap as build_work_list).
-  const std::int64_t least_load = total_cost(kv_lengths, tile, kItemOverheadTiles);
+  const std::int64_t least_load = total_cost(kv_lengths, tile, item_overhead_tiles);
   if (std::int64_t(100) * (least_load / slots) > std::int64_t(100 - min_gain_percent) * base) return best;
   // Only a clear gain replaces the even-share list (the model ignores DRAM's share of the time).
   const auto consider = [&](WorkList wl, std::int64_t extra) {
@@ -441,7 +442,7 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   // on 264 slots run 124-tile items beside a mean of 60.)
   std::int64_t chunk_cost = 0;
   const std::int64_t chunk_tiles = cheapest_chunk_tiles(
-      kv_lengths, tile, kItemOverheadTiles, slots, slots, max_items, (100 - min_gain_percent) * base / 100,
+      kv_lengths, tile, item_overhead_tiles, slots, slots, max_items, (100 - min_gain_percent) * base / 100,
       [&](std::span<const std::int64_t> costs, std::int64_t partials) {
         return makespan_of(costs, slots) + split_cost(partials);
       },
@@ -454,7 +455,7 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   // the lists above stand: they were measured first).
   if (timelines) {
     int used = 0;
-    WorkList tl = least_timeline_list(kv_lengths, slots, tile, kItemOverheadTiles, least_load, false, &used);
+    WorkList tl = least_timeline_list(kv_lengths, slots, tile, item_overhead_tiles, least_load, false, &used);
     const std::int64_t traffic = partial_traffic(tl.num_partials, slots);
     if (int(tl.items.size()) <= max_items) consider(std::move(tl), traffic);
   }

@@ -82,9 +82,9 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
 std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile, int item_overhead_tiles);
 
 // The CUDA plan's work list (perf-notes v117, v117b, v120, v121): build_work_list's, or the
-// cheapest of these by list_makespan (kItemOverheadTiles per item) plus kCombineTiles when requests
+// cheapest of these by list_makespan (`model`'s item overhead per item) plus kCombineTiles when requests
 // are split (timeline lists also a tile per partial spread over the slots) — if it costs at least
-// kMinGainPercent % less; on a tie the one listed first here stands:
+// `model`'s margin less; on a tie the one listed first here stands:
 // * when the requests outnumber one wave of `slots` (v117, v117b): the longest requests whole for
 //   the full waves (all of them, or one fewer) and the rest — the tail — cut as finely as fits
 //   1..kTailWaves waves (the smallest chunk whose pieces fit; or, where the next finer cut would
@@ -100,21 +100,30 @@ std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile,
 //   for 160 whole items. The CUDA plan sets it for fp8 and MXFP4, whose two CTAs per SM run a
 //   planned order well; bf16's one CTA per SM measured +1.5 % with it at 160 and 200 × 8192.
 // (So a list that cuts nothing can win over an even-share list that does, by the combine it saves.)
-// The margin is `min_gain_percent`: kMinGainPercent for formats bound by DRAM, whose time the
-// model's tiles per slot overstate; kMinGainPercentSmBound for MXFP4, bound by its SMs' issue,
-// whose lone and idle slots cost about what the model says (perf-notes v126: timelines at uniform
-// 240 × 8192 measured −4.3 to −5.8 % for MXFP4 against a model gain of ~3 %, +2.6 to +3.5 % for fp8;
-// margins of 3 and 2 gained at every MXFP4 list they changed).
+// The model's two fitted numbers come as a ListModel, one per kind of bound:
+// * kDramBound (bf16, fp8): an item costs kItemOverheadTiles beyond its tiles and only a 5 % model
+//   gain replaces build_work_list's list. The model counts tiles per slot, not DRAM: it overstates
+//   what idle slots and partial waves cost a format bound by DRAM, hence the wide margin (v126:
+//   forced timelines at fp8 240 × 8192, a ~3 % model gain, measured +2.6 to +3.5 %).
+// * kSmBound (MXFP4, bound by its SMs' issue): idle and lone slots cost about what the model says,
+//   so a 2 % margin (v126: every list margins of 3 and 2 changed gained 4.3–12.7 %); and its slow
+//   tile (~2.8 µs on a shared SM) makes an item's start and end worth about 2 tiles, not 4 (v128:
+//   at 2, whole lists that left SMs half used became timelines, −3.5 to −17 %; ragged batches 0 to
+//   −4.5 %; at 1, ragged batches of short requests cut finer lost 6–10 %).
 // No list but build_work_list's exceeds `max_items` (the workspace layout's, which the CUDA plan
-// sizes above build_work_list's). The model counts tiles per slot, not
-// DRAM: it overstates what partial waves cost a DRAM-bound format, hence the margin.
+// sizes above build_work_list's).
 constexpr int kItemOverheadTiles = 4;
 constexpr int kCombineTiles = 2;
 constexpr int kTailWaves = 3;
 constexpr int kMinGainPercent = 5;
-constexpr int kMinGainPercentSmBound = 2;
+struct ListModel {
+  int item_overhead_tiles;  // an item's start, end and partial, in tiles
+  int min_gain_percent;     // the least model gain, in %, for which a list replaces build_work_list's
+};
+constexpr ListModel kDramBound{kItemOverheadTiles, kMinGainPercent};
+constexpr ListModel kSmBound{2, 2};
 WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items,
-                            bool timelines, int min_gain_percent = kMinGainPercent);
+                            bool timelines, ListModel model = kDramBound);
 
 // The CUDA backend's cluster mode (src/kernels/sm90/cluster_merge.h): every one of the `rows` q rows
 // gets n items — n the most pieces of a row rounded up to a power of two — item k of row r at

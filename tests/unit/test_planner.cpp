@@ -356,25 +356,48 @@ TEST(Planner, BalancedListFillsTimelines) {
   EXPECT_EQ(walking_grid(bf16.items, 132, 64 * 64), 132);
 }
 
-// MXFP4's margin (kMinGainPercentSmBound, perf-notes v126): 240 requests of 8192 tokens on 264 slots
+// MXFP4's margin (kSmBound, perf-notes v126): 240 requests of 8192 tokens on 264 slots
 // keep 240 whole items at the DRAM-bound formats' margin (the timelines' model gain, 132 → 124 tiles,
 // is under 5 %), and take the timelines at MXFP4's (measured −4.3 %); 256 × 8192 stays whole either
 // way, as no cut list beats whole requests there (measured +0.3 to +0.8 % when forced).
 TEST(Planner, SmBoundMarginTakesSmallerGains) {
   constexpr int kSlots = 264, kTile = 64;
-  static_assert(kMinGainPercentSmBound < kMinGainPercent, "MXFP4's margin is the narrower one");
+  static_assert(kSmBound.min_gain_percent < kDramBound.min_gain_percent, "MXFP4's margin is the narrower one");
   const std::vector<std::int32_t> lens240(240, 8192);
   const int room = 240 + kSlots;
   const WorkList dram = balanced_work_list(lens240, kSlots, kTile, room, true);
   EXPECT_EQ(dram.items.size(), 240u);
   EXPECT_EQ(dram.num_split_requests, 0);
-  const WorkList sm = balanced_work_list(lens240, kSlots, kTile, room, true, kMinGainPercentSmBound);
+  const WorkList sm = balanced_work_list(lens240, kSlots, kTile, room, true, kSmBound);
   ASSERT_NO_FATAL_FAILURE(check_list(sm, lens240, kSlots, kTile, room));
   EXPECT_GT(sm.items.size(), 240u);
   EXPECT_LE(list_makespan(sm.items, kSlots, kTile, kItemOverheadTiles), 124);
   EXPECT_EQ(list_makespan(dram.items, kSlots, kTile, kItemOverheadTiles), 132);
   const std::vector<std::int32_t> lens256(256, 8192);
-  EXPECT_EQ(balanced_work_list(lens256, kSlots, kTile, 256 + kSlots, true, kMinGainPercentSmBound).items.size(), 256u);
+  EXPECT_EQ(balanced_work_list(lens256, kSlots, kTile, 256 + kSlots, true, kSmBound).items.size(), 256u);
+}
+
+// MXFP4's item overhead (kSmBound, perf-notes v128): 152 requests of 1024 tokens (16 tiles) on 264
+// slots stay whole for the DRAM-bound formats — 20 SMs run two of them, the rest one — while MXFP4,
+// whose items cost 2 tiles beyond their tiles, takes timelines that give every slot about 9 tiles
+// (measured −17.7 %); likewise 200 × 2048 (−11 %).
+TEST(Planner, SmBoundItemsCostLess) {
+  constexpr int kSlots = 264, kTile = 64;
+  static_assert(kSmBound.item_overhead_tiles < kDramBound.item_overhead_tiles, "MXFP4's items cost less");
+  for (const auto& [batch, kv] : {std::pair{152, 1024}, std::pair{200, 2048}}) {
+    SCOPED_TRACE(std::to_string(batch) + " x " + std::to_string(kv));
+    const std::vector<std::int32_t> lens(std::size_t(batch), kv);
+    const int room = batch + kSlots;
+    const WorkList dram = balanced_work_list(lens, kSlots, kTile, room, true);
+    EXPECT_EQ(dram.items.size(), std::size_t(batch));
+    EXPECT_EQ(dram.num_split_requests, 0);
+    const WorkList sm = balanced_work_list(lens, kSlots, kTile, room, true, kSmBound);
+    ASSERT_NO_FATAL_FAILURE(check_list(sm, lens, kSlots, kTile, room));
+    EXPECT_GT(sm.items.size(), std::size_t(kSlots));
+    EXPECT_EQ(sm.num_split_requests, batch);
+    EXPECT_LT(list_makespan(sm.items, kSlots, kTile, kSmBound.item_overhead_tiles),
+              list_makespan(dram.items, kSlots, kTile, kSmBound.item_overhead_tiles));
+  }
 }
 
 // Where cutting gains less than kMinGainPercent — one wave, a full or nearly full last wave (the

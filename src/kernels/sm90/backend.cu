@@ -185,9 +185,9 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   // Timelines for fp8 and MXFP4 (two CTAs per SM: −7 to −32 % at uniform 133–200 × 8192); bf16's one
   // CTA per SM measured +1.5 % with them at 160 and 200 × 8192 (perf-notes v121).
   const bool timelines = sm90::decode_ctas_per_sm(p.kv.format) > 1;
-  // MXFP4 is bound by its SMs, where the model's tiles per slot hold; fp8 and bf16 by DRAM (v126).
-  const int min_gain = p.kv.format == KvFormat::mxfp4 ? kMinGainPercentSmBound : kMinGainPercent;
-  WorkList wl = balanced_work_list(lengths, slots, tile, layout.max_items, timelines, min_gain);
+  // MXFP4 is bound by its SMs, where the model's tiles per slot hold; fp8 and bf16 by DRAM (v126, v128).
+  const ListModel model = p.kv.format == KvFormat::mxfp4 ? kSmBound : kDramBound;
+  WorkList wl = balanced_work_list(lengths, slots, tile, layout.max_items, timelines, model);
   e = sm90::prepare_decode(p.kv.format);
   if (e != cudaSuccess) return cuda_fail("configuring the decode kernel", e);
   // Rows split in two merge inside clusters of 2 when every cluster can be resident at once; more
