@@ -1,6 +1,7 @@
 #include "host/planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <queue>
 
@@ -365,6 +366,91 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
   return wl;
 }
 
+double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, bool clustered, int partials,
+                           int split_requests, const SmBoundPace& pace) {
+  sms = std::max(sms, 1);
+  tile = std::max(tile, 1);
+  // Per SM its (up to) two CTAs: the item's end of latency, or its work left (in tiles) as of `at`.
+  struct Cta {
+    double ready = 0;  // when its latency ends
+    double left = 0;   // tiles (plus item_tiles) still to compute
+    bool busy = false;
+  };
+  struct Sm {
+    Cta cta[2];
+    double at = 0;  // time `left` refers to
+    int version = 0;
+  };
+  std::vector<Sm> sm(std::size_t(sms), Sm{});
+  const std::size_t n = items.size();
+  std::size_t next = 0;
+  const auto work_of = [&](std::size_t i) {
+    return double((std::int64_t(items[i].kv_end) - items[i].kv_begin + tile - 1) / tile) + pace.item_tiles;
+  };
+  const auto start = [&](Sm& s, double now) {
+    for (Cta& c : s.cta) {
+      if (c.busy || next >= n) continue;
+      c = {now + pace.item_latency_us, work_of(next++), true};
+    }
+  };
+  // Moves SM s from s.at to `now` (no event of s lies between).
+  const auto advance = [&](Sm& s, double now) {
+    int computing = 0;
+    for (const Cta& c : s.cta) computing += c.busy && c.ready <= s.at ? 1 : 0;
+    const double per_tile = computing == 2 ? pace.paired_tile_us : pace.lone_tile_us;
+    for (Cta& c : s.cta) {
+      if (c.busy && c.ready <= s.at) c.left -= (now - s.at) / per_tile;
+    }
+    s.at = now;
+  };
+  // SM s's next event: a latency's end or a CTA's last tile.
+  const auto next_event = [&](const Sm& s) {
+    int computing = 0;
+    for (const Cta& c : s.cta) computing += c.busy && c.ready <= s.at ? 1 : 0;
+    const double per_tile = computing == 2 ? pace.paired_tile_us : pace.lone_tile_us;
+    double t = INFINITY;
+    for (const Cta& c : s.cta) {
+      if (!c.busy) continue;
+      t = std::min(t, c.ready > s.at ? c.ready : s.at + std::max(0.0, c.left) * per_tile);
+    }
+    return t;
+  };
+  using Event = std::pair<double, std::pair<int, int>>;  // time, (SM, version)
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
+  // The first wave: one CTA per SM, then a second on each.
+  for (int k = 0; k < 2 && next < n; ++k) {
+    for (int i = 0; i < sms && next < n; ++i) {
+      Sm& s = sm[std::size_t(i)];
+      s.cta[k] = {pace.item_latency_us, work_of(next++), true};
+    }
+  }
+  for (int i = 0; i < sms; ++i) events.push({next_event(sm[std::size_t(i)]), {i, 0}});
+  double end = 0;
+  constexpr double kDone = 1e-9;
+  while (!events.empty()) {
+    const auto [now, key] = events.top();
+    events.pop();
+    Sm& s = sm[std::size_t(key.first)];
+    if (key.second != s.version || now == INFINITY) continue;
+    advance(s, now);
+    for (Cta& c : s.cta) {
+      if (c.busy && c.ready <= now && c.left <= kDone) {
+        c.busy = false;
+        end = std::max(end, now);
+      }
+    }
+    start(s, now);
+    events.push({next_event(s), {key.first, ++s.version}});
+  }
+  double merge = 0;
+  if (clustered) {
+    merge = pace.cluster_merge_us;
+  } else if (partials > 0) {
+    merge = pace.partial_us * partials + pace.split_request_us * split_requests;
+  }
+  return pace.launch_us + end + merge;
+}
+
 std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile, int item_overhead_tiles) {
   return makespan_of(item_costs(items, std::max(tile, 1), item_overhead_tiles), std::max(slots, 1));
 }
@@ -376,18 +462,38 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   const int batch = int(kv_lengths.size());
   slots = std::max(slots, 1);
   tile = std::max(tile, 1);
-  const auto cost = [&](const WorkList& wl) {
+  const auto tile_cost = [&](const WorkList& wl) {
     return list_makespan(wl.items, slots, tile, item_overhead_tiles) + split_cost(wl.num_partials);
   };
+  // With a pace, lists are compared by their simulated launch, in ns (rows split in two merge in
+  // clusters where every cluster fits one wave, as the CUDA plan does: cluster_work_list).
+  const SmBoundPace* pace = model.pace;
+  const int sms = std::max(1, slots / 2);
+  const auto cost = [&](const WorkList& wl) {
+    if (pace == nullptr) return tile_cost(wl);
+    const bool clustered = wl.max_request_partials == 2 && std::int64_t(2) * batch <= slots;
+    return std::int64_t(std::llround(
+        1000 * simulated_launch_us(wl.items, sms, tile, clustered, wl.num_partials, wl.num_split_requests, *pace)));
+  };
+  const std::int64_t tile_base = tile_cost(best);
   const std::int64_t base = cost(best);
   std::int64_t best_cost = base;
-  // No list beats the slots' mean load (every request is at least one item): when that is within
-  // the margin, nothing is worth trying (many full waves; plan() stays as cheap as build_work_list).
+  // No list beats the slots' mean load (every request is at least one item; simulated: the first
+  // item's latency, then every request's tiles and one item's work at the paired pace on every
+  // slot): when that is within the margin, nothing is worth trying (many full waves; plan() stays
+  // as cheap as build_work_list).
   const std::int64_t least_load = total_cost(kv_lengths, tile, item_overhead_tiles);
-  if (std::int64_t(100) * (least_load / slots) > std::int64_t(100 - min_gain_percent) * base) return best;
+  const auto least_simulated = [&] {
+    const double work = double(total_cost(kv_lengths, tile, 0)) + double(batch) * pace->item_tiles;
+    return std::int64_t(1000 * (pace->launch_us + pace->item_latency_us + work / slots * pace->paired_tile_us));
+  };
+  if (std::int64_t(100) * (least_load / slots) > std::int64_t(100 - min_gain_percent) * tile_base) return best;
+  if (pace != nullptr && std::int64_t(100) * least_simulated() > std::int64_t(100 - min_gain_percent) * base) {
+    return best;
+  }
   // Only a clear gain replaces the even-share list (the model ignores DRAM's share of the time).
   const auto consider = [&](WorkList wl, std::int64_t extra) {
-    const std::int64_t c = cost(wl) + extra;
+    const std::int64_t c = cost(wl) + (pace == nullptr ? extra : 0);
     if (c >= best_cost || std::int64_t(100) * c > std::int64_t(100 - min_gain_percent) * base) return;
     set_tokens_per_split(&wl, tile);
     best = std::move(wl);
@@ -442,7 +548,7 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   // on 264 slots run 124-tile items beside a mean of 60.)
   std::int64_t chunk_cost = 0;
   const std::int64_t chunk_tiles = cheapest_chunk_tiles(
-      kv_lengths, tile, item_overhead_tiles, slots, slots, max_items, (100 - min_gain_percent) * base / 100,
+      kv_lengths, tile, item_overhead_tiles, slots, slots, max_items, (100 - min_gain_percent) * tile_base / 100,
       [&](std::span<const std::int64_t> costs, std::int64_t partials) {
         return makespan_of(costs, slots) + split_cost(partials);
       },

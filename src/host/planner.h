@@ -109,19 +109,51 @@ std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile,
 //   so a 2 % margin (v126: every list margins of 3 and 2 changed gained 4.3–12.7 %); and its slow
 //   tile (~2.8 µs on a shared SM) makes an item's start and end worth about 2 tiles, not 4 (v128:
 //   at 2, whole lists that left SMs half used became timelines, −3.5 to −17 %; ragged batches 0 to
-//   −4.5 %; at 1, ragged batches of short requests cut finer lost 6–10 %).
+//   −4.5 %; at 1, ragged batches of short requests cut finer lost 6–10 %). Its candidates are then
+//   compared by a simulation of the launch (kMxfp4Pace below, v130), not by tiles per slot: the tile
+//   model priced one-wave lists of fewer items than slots within a tile of the timelines that beat
+//   them by 2–11 %, and no change of its terms separated those from ragged lists that lost.
 // No list but build_work_list's exceeds `max_items` (the workspace layout's, which the CUDA plan
 // sizes above build_work_list's).
 constexpr int kItemOverheadTiles = 4;
 constexpr int kCombineTiles = 2;
 constexpr int kTailWaves = 3;
 constexpr int kMinGainPercent = 5;
+// A launch of two CTAs per SM bound by its SMs' issue (MXFP4), simulated (simulated_launch_us; perf-notes
+// v130): the CTAs start in list order, the first `sms` one per SM, the next `sms` a second on each,
+// every later one on the slot that frees first. An item first waits `item_latency_us` (its Q and
+// first tiles in flight; its SM's other CTA computes alone meanwhile), then computes its tiles plus
+// `item_tiles`, at `paired_tile_us` per tile while its SM's other CTA computes too, else at
+// `lone_tile_us`. The call adds `launch_us` and the merge of split requests: `cluster_merge_us` for
+// a list merged in clusters, else the combine's `partial_us` per partial and `split_request_us` per
+// split request. kMxfp4Pace: least squares over 334 measured MXFP4 lists of five H200 A/B calls
+// (v126–v129: uniform and ragged, 20–800 µs; the measured lone and paired paces of session 23's
+// traces were 1.77 and 2.78 µs): mean error 1.5 %; it ranks 110 of 114 measured pairs that differ by
+// 1.5 % or more as measured, and fitted on three of the calls it picks the same lists in the others.
+struct SmBoundPace {
+  double paired_tile_us;
+  double lone_tile_us;
+  double item_tiles;
+  double item_latency_us;
+  double launch_us;
+  double cluster_merge_us;
+  double partial_us;
+  double split_request_us;
+};
+constexpr SmBoundPace kMxfp4Pace{2.81, 1.84, 1.16, 1.89, 6.67, 0.98, 0.0045, 0.0177};
+// `items` in launch order on `sms` SMs of two slots; `clustered`: split requests merge in clusters.
+double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, bool clustered, int partials,
+                           int split_requests, const SmBoundPace& pace);
+
 struct ListModel {
   int item_overhead_tiles;  // an item's start, end and partial, in tiles
   int min_gain_percent;     // the least model gain, in %, for which a list replaces build_work_list's
+  // When set, lists are compared by simulated_launch_us on slots / 2 SMs instead of tiles per slot
+  // (the item overhead then only shapes the candidates: the timelines' capacity, the chunk scan).
+  const SmBoundPace* pace = nullptr;
 };
 constexpr ListModel kDramBound{kItemOverheadTiles, kMinGainPercent};
-constexpr ListModel kSmBound{2, 2};
+constexpr ListModel kSmBound{2, 2, &kMxfp4Pace};
 WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items,
                             bool timelines, ListModel model = kDramBound);
 
