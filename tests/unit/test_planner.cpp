@@ -405,7 +405,7 @@ TEST(Planner, SimulatedLaunchPacesLoneAndPairedCtas) {
   EXPECT_DOUBLE_EQ(simulated_launch_us({}, 132, kTile, false, 0, 0, kPace), 3);
 }
 
-// MXFP4's lists by the simulation (kSmBound, perf-notes v130): 104 requests of 2048 tokens keep their
+// MXFP4's lists by the simulation (kSmBound, perf-notes v130, v131): 104 requests of 2048 tokens keep their
 // halves merged in clusters of 2 by the tile model (208 items, 56 SMs with one CTA; the timelines
 // cost within a tile of it there), and take the timelines by the simulation (measured −8.1 %); the
 // suite's MXFP4 lists are the tile model's.
@@ -419,6 +419,13 @@ TEST(Planner, SmBoundListsBySimulatedLaunch) {
   const WorkList sim = balanced_work_list(lens, kSlots, kTile, 104 + kSlots, true, kSmBound);
   ASSERT_NO_FATAL_FAILURE(check_list(sim, lens, kSlots, kTile, 104 + kSlots));
   EXPECT_GT(sim.items.size(), std::size_t(kSlots));
+  // 112 × 2048 takes the timelines filled at a tile less per item (v131; measured −4.7 %), where the
+  // model's capacity (2 tiles per item) gives timelines no better than its clusters of 2.
+  const std::vector<std::int32_t> lens112(112, 2048);
+  const WorkList sim112 = balanced_work_list(lens112, kSlots, kTile, 112 + kSlots, true, kSmBound);
+  ASSERT_NO_FATAL_FAILURE(check_list(sim112, lens112, kSlots, kTile, 112 + kSlots));
+  EXPECT_EQ(balanced_work_list(lens112, kSlots, kTile, 112 + kSlots, true, kTiles).items.size(), 224u);
+  EXPECT_GT(sim112.items.size(), std::size_t(kSlots));
   for (const int batch : {4, 32, 64, 256}) {
     for (const int kv : {1024, 8192}) {
       SCOPED_TRACE(std::to_string(batch) + " x " + std::to_string(kv));
