@@ -130,6 +130,8 @@ constexpr int kMinGainPercent = 5;
 // (v126–v129: uniform and ragged, 20–800 µs; the measured lone and paired paces of session 23's
 // traces were 1.77 and 2.78 µs): mean error 1.5 %; it ranks 110 of 114 measured pairs that differ by
 // 1.5 % or more as measured, and fitted on three of the calls it picks the same lists in the others.
+// On the two calls measured after it (v130, v131) it ranked 32 of 34 such pairs as measured, mean
+// error 1.5 % (bench/pace/: the lists, their µs, scripts/fit_pace.py).
 struct SmBoundPace {
   double paired_tile_us;
   double lone_tile_us;
@@ -149,7 +151,8 @@ struct ListModel {
   int item_overhead_tiles;  // an item's start, end and partial, in tiles
   int min_gain_percent;     // the least model gain, in %, for which a list replaces build_work_list's
   // When set, lists are compared by simulated_launch_us on slots / 2 SMs instead of tiles per slot
-  // (the item overhead then only shapes the candidates: the timelines' capacity, the chunk scan).
+  // (the item overhead then only shapes the candidates: the chunk scan, and the timelines' capacity —
+  // also at a tile more and less per item, taken only where they beat the best list by the margin).
   const SmBoundPace* pace = nullptr;
 };
 constexpr ListModel kDramBound{kItemOverheadTiles, kMinGainPercent};
