@@ -148,9 +148,10 @@ Status workspace_size(const Problem& p, Backend backend, std::size_t* bytes);
 // Validates `p` and fills `workspace` (host memory for cpu, device memory for cuda) with the
 // work list: each work item's request, KV range and kv_indptr offset (fixed by the lengths, as
 // kv_indptr starts at 0). Call again whenever batch, lengths or page table change. Host cost
-// (cuda, besides its copies): up to ~0.1 ms for uniform batches of up to a few hundred requests; for
-// ragged ones whose plan is re-cut to balance the SMs, up to ~0.8 ms; ~3 ms at 20,000 requests
-// (measured on a 2-core build machine; perf-notes v119–v122).
+// (cuda, besides its copies): up to ~0.2 ms for uniform batches of up to 256 requests; for ragged
+// ones of 64–600 requests, whose plan is re-cut to balance the SMs, up to ~1.5 ms (bf16, fp8) or
+// ~2.5 ms (MXFP4, whose candidate plans are also simulated); ~2.5–3.5 ms at 20,000 requests
+// (measured on a 2-core build machine; perf-notes v119–v122, v130).
 Status plan(const Problem& p, Backend backend, void* workspace, std::size_t workspace_bytes, Plan* out);
 
 // Runs the decode. cuda: asynchronous on `stream` (a cudaStream_t, nullptr = default stream), no

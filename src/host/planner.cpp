@@ -366,6 +366,24 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
   return wl;
 }
 
+namespace {
+
+// The simulated merge of split requests (simulated_launch_us).
+double merge_us(bool clustered, int partials, int split_requests, const SmBoundPace& pace) {
+  if (clustered) return pace.cluster_merge_us;
+  return partials > 0 ? pace.partial_us * partials + pace.split_request_us * split_requests : 0.0;
+}
+
+// The least simulated_launch_us can return for `items` items of `work_tiles` tiles in all (their
+// tiles plus item_tiles each) on `sms` SMs, then `merge`: every tile at the paired pace (the most
+// tiles an SM runs per µs), and each item's latency, during which its SM runs one CTA's pace at most.
+double least_launch_us(double work_tiles, std::int64_t items, int sms, double merge, const SmBoundPace& pace) {
+  const double latency = pace.item_latency_us * std::max(0.0, 1 - pace.paired_tile_us / (2 * pace.lone_tile_us));
+  return pace.launch_us + (work_tiles * pace.paired_tile_us / 2 + double(items) * latency) / std::max(sms, 1) + merge;
+}
+
+}  // namespace
+
 double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, bool clustered, int partials,
                            int split_requests, const SmBoundPace& pace) {
   sms = std::max(sms, 1);
@@ -379,7 +397,6 @@ double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, b
   struct Sm {
     Cta cta[2];
     double at = 0;  // time `left` refers to
-    int version = 0;
   };
   std::vector<Sm> sm(std::size_t(sms), Sm{});
   const std::size_t n = items.size();
@@ -415,23 +432,37 @@ double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, b
     }
     return t;
   };
-  using Event = std::pair<double, std::pair<int, int>>;  // time, (SM, version)
-  std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
+  // Every SM has one pending event at most (its CTAs change only at its own events): a min-heap of
+  // (time, SM), whose top is replaced by the same SM's next event (one sift instead of a pop and a
+  // push). Keys are distinct (one per SM), so the order of events is the keys' order.
+  using Event = std::pair<double, int>;  // time, SM
+  std::vector<Event> heap;
+  heap.reserve(std::size_t(sms));
+  const auto sift_down = [&](std::size_t i) {
+    const std::size_t size = heap.size();
+    const Event e = heap[i];
+    for (std::size_t child = 2 * i + 1; child < size; child = 2 * i + 1) {
+      if (child + 1 < size && heap[child + 1] < heap[child]) ++child;
+      if (!(heap[child] < e)) break;
+      heap[i] = heap[child];
+      i = child;
+    }
+    heap[i] = e;
+  };
   // The first wave: one CTA per SM, then a second on each.
   for (int k = 0; k < 2 && next < n; ++k) {
-    for (int i = 0; i < sms && next < n; ++i) {
-      Sm& s = sm[std::size_t(i)];
-      s.cta[k] = {pace.item_latency_us, work_of(next++), true};
-    }
+    for (int i = 0; i < sms && next < n; ++i) sm[std::size_t(i)].cta[k] = {pace.item_latency_us, work_of(next++), true};
   }
-  for (int i = 0; i < sms; ++i) events.push({next_event(sm[std::size_t(i)]), {i, 0}});
+  for (int i = 0; i < sms; ++i) {
+    const double t = next_event(sm[std::size_t(i)]);
+    if (t != INFINITY) heap.push_back({t, i});
+  }
+  std::make_heap(heap.begin(), heap.end(), std::greater<>{});
   double end = 0;
   constexpr double kDone = 1e-9;
-  while (!events.empty()) {
-    const auto [now, key] = events.top();
-    events.pop();
-    Sm& s = sm[std::size_t(key.first)];
-    if (key.second != s.version || now == INFINITY) continue;
+  while (!heap.empty()) {
+    const auto [now, i] = heap.front();
+    Sm& s = sm[std::size_t(i)];
     advance(s, now);
     for (Cta& c : s.cta) {
       if (c.busy && c.ready <= now && c.left <= kDone) {
@@ -440,15 +471,16 @@ double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, b
       }
     }
     start(s, now);
-    events.push({next_event(s), {key.first, ++s.version}});
+    const double t = next_event(s);
+    if (t != INFINITY) {
+      heap.front() = {t, i};
+    } else {
+      heap.front() = heap.back();
+      heap.pop_back();
+    }
+    if (!heap.empty()) sift_down(0);
   }
-  double merge = 0;
-  if (clustered) {
-    merge = pace.cluster_merge_us;
-  } else if (partials > 0) {
-    merge = pace.partial_us * partials + pace.split_request_us * split_requests;
-  }
-  return pace.launch_us + end + merge;
+  return pace.launch_us + end + merge_us(clustered, partials, split_requests, pace);
 }
 
 std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile, int item_overhead_tiles) {
@@ -469,34 +501,45 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   // clusters where every cluster fits one wave, as the CUDA plan does: cluster_work_list).
   const SmBoundPace* pace = model.pace;
   const int sms = std::max(1, slots / 2);
+  const auto clustered = [&](const WorkList& wl) {
+    return wl.max_request_partials == 2 && std::int64_t(2) * batch <= slots;
+  };
   const auto cost = [&](const WorkList& wl) {
     if (pace == nullptr) return tile_cost(wl);
-    const bool clustered = wl.max_request_partials == 2 && std::int64_t(2) * batch <= slots;
     return std::int64_t(std::llround(
-        1000 * simulated_launch_us(wl.items, sms, tile, clustered, wl.num_partials, wl.num_split_requests, *pace)));
+        1000 * simulated_launch_us(wl.items, sms, tile, clustered(wl), wl.num_partials, wl.num_split_requests, *pace)));
+  };
+  // A bound under cost(wl), simulated (least_launch_us): lists it puts past the bar go unsimulated.
+  const auto least_cost = [&](const WorkList& wl) {
+    double work = 0;
+    for (const WorkItem& it : wl.items) work += double((std::int64_t(it.kv_end) - it.kv_begin + tile - 1) / tile);
+    work += double(wl.items.size()) * pace->item_tiles;
+    const double merge = merge_us(clustered(wl), wl.num_partials, wl.num_split_requests, *pace);
+    return std::int64_t(1000 * least_launch_us(work, std::int64_t(wl.items.size()), sms, merge, *pace));
   };
   const std::int64_t tile_base = tile_cost(best);
   const std::int64_t base = cost(best);
   std::int64_t best_cost = base;
-  // No list beats the slots' mean load (every request is at least one item; simulated: the first
-  // item's latency, then every request's tiles and one item's work at the paired pace on every
-  // slot): when that is within the margin, nothing is worth trying (many full waves; plan() stays
-  // as cheap as build_work_list).
+  // No list beats the slots' mean load (every request is at least one item; simulated,
+  // least_launch_us of every request as one item): when that is within the margin, nothing is worth
+  // trying (many full waves; plan() stays as cheap as build_work_list).
   const std::int64_t least_load = total_cost(kv_lengths, tile, item_overhead_tiles);
-  const auto least_simulated = [&] {
-    const double work = double(total_cost(kv_lengths, tile, 0)) + double(batch) * pace->item_tiles;
-    return std::int64_t(1000 * (pace->launch_us + pace->item_latency_us + work / slots * pace->paired_tile_us));
-  };
   if (std::int64_t(100) * (least_load / slots) > std::int64_t(100 - min_gain_percent) * tile_base) return best;
-  if (pace != nullptr && std::int64_t(100) * least_simulated() > std::int64_t(100 - min_gain_percent) * base) {
-    return best;
+  if (pace != nullptr) {
+    const double work = double(total_cost(kv_lengths, tile, 0)) + double(batch) * pace->item_tiles;
+    const std::int64_t least = std::int64_t(1000 * least_launch_us(work, batch, sms, 0, *pace));
+    if (std::int64_t(100) * least > std::int64_t(100 - min_gain_percent) * base) return best;
   }
   // Only a clear gain replaces the even-share list (the model ignores DRAM's share of the time).
   // (`against`: the list the margin is taken from; build_work_list's unless said otherwise.)
   const auto consider = [&](WorkList wl, std::int64_t extra, std::int64_t against = -1) {
-    const std::int64_t c = cost(wl) + (pace == nullptr ? extra : 0);
     against = against < 0 ? base : against;
-    if (c >= best_cost || std::int64_t(100) * c > std::int64_t(100 - min_gain_percent) * against) return;
+    const auto passes = [&](std::int64_t c) {
+      return c < best_cost && std::int64_t(100) * c <= std::int64_t(100 - min_gain_percent) * against;
+    };
+    if (pace != nullptr && !passes(least_cost(wl))) return;
+    const std::int64_t c = cost(wl) + (pace == nullptr ? extra : 0);
+    if (!passes(c)) return;
     set_tokens_per_split(&wl, tile);
     best = std::move(wl);
     best_cost = c;
@@ -509,6 +552,7 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
                      [&](int a, int b) { return kv_lengths[std::size_t(a)] > kv_lengths[std::size_t(b)]; });
     constexpr std::int64_t kWhole = std::int64_t(1) << 40;
     const int full_waves = batch / slots;
+    std::vector<std::vector<std::int64_t>> tried;  // pieces per request of the tail lists tried
     for (int waves = full_waves; waves >= std::max(0, full_waves - 1); --waves) {
       const int head = waves * slots;
       std::int64_t tail_tiles = 0;
@@ -539,6 +583,12 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
             if (finer) room -= extra;
             chunks[std::size_t(order[std::size_t(i)])] = (finer ? lo - 1 : lo) * tile;
           }
+          // (Different chunks often cut every request into as many pieces: the same list, tried once.)
+          std::vector<std::int64_t> cuts(static_cast<std::size_t>(batch));
+          for (int b = 0; b < batch; ++b)
+            cuts[std::size_t(b)] = pieces(kv_lengths[std::size_t(b)], chunks[std::size_t(b)]);
+          if (std::find(tried.begin(), tried.end(), cuts) != tried.end()) continue;
+          tried.push_back(std::move(cuts));
           consider(work_list_from_chunks(kv_lengths, chunks, tile), 0);
         }
       }
