@@ -150,8 +150,8 @@ Status workspace_size(const Problem& p, Backend backend, std::size_t* bytes);
 // kv_indptr starts at 0). Call again whenever batch, lengths or page table change. Host cost
 // (cuda, besides its copies): up to ~0.2 ms for uniform batches of up to 256 requests; for ragged
 // ones of 64–600 requests, whose plan is re-cut to balance the SMs, up to ~1.5 ms (bf16, fp8) or
-// ~2.5 ms (MXFP4, whose candidate plans are also simulated); ~2.5–3.5 ms at 20,000 requests
-// (measured on a 2-core build machine; perf-notes v119–v122, v130).
+// ~2.5 ms (MXFP4, whose candidate plans are also simulated); ~2.3 ms (fp8) to ~4 ms (MXFP4) at
+// 20,000 requests (measured on a 2-core build machine; perf-notes v119–v122, v130).
 Status plan(const Problem& p, Backend backend, void* workspace, std::size_t workspace_bytes, Plan* out);
 
 // Runs the decode. cuda: asynchronous on `stream` (a cudaStream_t, nullptr = default stream), no
