@@ -368,6 +368,15 @@ WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_it
 
 namespace {
 
+// cluster_work_list's cluster size for `wl`: its rows' most pieces rounded up to a power of two, or
+// 0 when no row is split, that exceeds `max_cluster`, or rows · n items exceed one wave of `slots`.
+int cluster_size(const WorkList& wl, int rows, int max_cluster, int slots) {
+  if (wl.max_request_partials < 2) return 0;
+  int n = 2;
+  while (n < wl.max_request_partials) n *= 2;
+  return n > max_cluster || std::int64_t(rows) * n > slots ? 0 : n;
+}
+
 // The simulated merge of split requests (simulated_launch_us).
 double merge_us(bool clustered, int partials, int split_requests, const SmBoundPace& pace) {
   if (clustered) return pace.cluster_merge_us;
@@ -402,7 +411,7 @@ double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, b
   const std::size_t n = items.size();
   std::size_t next = 0;
   const auto work_of = [&](std::size_t i) {
-    return double((std::int64_t(items[i].kv_end) - items[i].kv_begin + tile - 1) / tile) + pace.item_tiles;
+    return double(item_cost(std::int64_t(items[i].kv_end) - items[i].kv_begin, tile, 0)) + pace.item_tiles;
   };
   const auto start = [&](Sm& s, double now) {
     for (Cta& c : s.cta) {
@@ -410,11 +419,15 @@ double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, b
       c = {now + pace.item_latency_us, work_of(next++), true};
     }
   };
-  // Moves SM s from s.at to `now` (no event of s lies between).
-  const auto advance = [&](Sm& s, double now) {
+  // µs per tile of SM s's computing CTAs as of s.at: paired while both compute, else lone.
+  const auto per_tile_us = [&](const Sm& s) {
     int computing = 0;
     for (const Cta& c : s.cta) computing += c.busy && c.ready <= s.at ? 1 : 0;
-    const double per_tile = computing == 2 ? pace.paired_tile_us : pace.lone_tile_us;
+    return computing == 2 ? pace.paired_tile_us : pace.lone_tile_us;
+  };
+  // Moves SM s from s.at to `now` (no event of s lies between).
+  const auto advance = [&](Sm& s, double now) {
+    const double per_tile = per_tile_us(s);
     for (Cta& c : s.cta) {
       if (c.busy && c.ready <= s.at) c.left -= (now - s.at) / per_tile;
     }
@@ -422,9 +435,7 @@ double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, b
   };
   // SM s's next event: a latency's end or a CTA's last tile.
   const auto next_event = [&](const Sm& s) {
-    int computing = 0;
-    for (const Cta& c : s.cta) computing += c.busy && c.ready <= s.at ? 1 : 0;
-    const double per_tile = computing == 2 ? pace.paired_tile_us : pace.lone_tile_us;
+    const double per_tile = per_tile_us(s);
     double t = INFINITY;
     for (const Cta& c : s.cta) {
       if (!c.busy) continue;
@@ -501,9 +512,7 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   // clusters where every cluster fits one wave, as the CUDA plan does: cluster_work_list).
   const SmBoundPace* pace = model.pace;
   const int sms = std::max(1, slots / 2);
-  const auto clustered = [&](const WorkList& wl) {
-    return wl.max_request_partials == 2 && std::int64_t(2) * batch <= slots;
-  };
+  const auto clustered = [&](const WorkList& wl) { return cluster_size(wl, batch, 2, slots) == 2; };
   const auto cost = [&](const WorkList& wl) {
     if (pace == nullptr) return tile_cost(wl);
     return std::int64_t(std::llround(
@@ -512,13 +521,13 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   // A bound under cost(wl), simulated (least_launch_us): lists it puts past the bar go unsimulated.
   const auto least_cost = [&](const WorkList& wl) {
     double work = 0;
-    for (const WorkItem& it : wl.items) work += double((std::int64_t(it.kv_end) - it.kv_begin + tile - 1) / tile);
+    for (const WorkItem& it : wl.items) work += double(item_cost(std::int64_t(it.kv_end) - it.kv_begin, tile, 0));
     work += double(wl.items.size()) * pace->item_tiles;
     const double merge = merge_us(clustered(wl), wl.num_partials, wl.num_split_requests, *pace);
     return std::int64_t(1000 * least_launch_us(work, std::int64_t(wl.items.size()), sms, merge, *pace));
   };
   const std::int64_t tile_base = tile_cost(best);
-  const std::int64_t base = cost(best);
+  const std::int64_t base = pace == nullptr ? tile_base : cost(best);
   std::int64_t best_cost = base;
   // No list beats the slots' mean load (every request is at least one item; simulated,
   // least_launch_us of every request as one item): when that is within the margin, nothing is worth
@@ -630,10 +639,8 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
 }
 
 int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, std::vector<WorkItem>* items) {
-  if (wl.max_request_partials < 2) return 0;
-  int n = 2;
-  while (n < wl.max_request_partials) n *= 2;
-  if (n > max_cluster || std::int64_t(rows) * n > slots) return 0;
+  const int n = cluster_size(wl, rows, max_cluster, slots);
+  if (n == 0) return 0;
   std::vector<WorkItem> out(std::size_t(rows) * std::size_t(n));
   for (int r = 0; r < rows; ++r) {
     for (int k = 0; k < n; ++k) out[std::size_t(r) * n + std::size_t(k)] = {r, 0, 0, k};
