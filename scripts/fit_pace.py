@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fits the planner's simulated MXFP4 launch (SmBoundPace, src/host/planner.h) to measured lists.
+"""Fits the planner's simulated MXFP4 launch (LaunchPace, src/host/planner.h) to measured lists.
 
 Reads bench/pace/mxfp4_lists.txt (the work lists of five H200 A/B calls, one per tree and case) and
 bench/pace/mxfp4_measured.txt (their device µs; C7 and C8 measured after the fit of C1–C6), simulates every list with mla_pace_sim (the

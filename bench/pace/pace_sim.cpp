@@ -1,5 +1,5 @@
-// mla_pace_sim: the planner's simulated MXFP4 launch (mla::simulated_launch_us) over stored work
-// lists, for scripts/fit_pace.py. Reads the eight SmBoundPace numbers as arguments and lists from
+// mla_pace_sim: the planner's simulated launch (mla::simulated_launch_us) over stored work lists, for
+// scripts/fit_pace.py. Reads the eight or nine LaunchPace numbers as arguments and lists from
 // stdin, one per line: "label clustered partials split_requests" then each item's tiles, runs as
 // TILES*COUNT. Prints "label µs" per list.
 #include <cstdio>
@@ -12,14 +12,15 @@
 #include "host/planner.h"
 
 int main(int argc, char** argv) {
-  if (argc != 9) {
-    std::fprintf(stderr,
-                 "usage: mla_pace_sim PAIRED LONE ITEM_TILES LATENCY LAUNCH CLUSTER_MERGE PARTIAL SPLIT < lists\n");
+  if (argc != 9 && argc != 10) {
+    std::fprintf(
+        stderr,
+        "usage: mla_pace_sim PAIRED LONE ITEM_TILES LATENCY LAUNCH CLUSTER_MERGE PARTIAL SPLIT [DRAM] < lists\n");
     return 2;
   }
-  double v[8];
-  for (int i = 0; i < 8; ++i) v[i] = std::atof(argv[i + 1]);
-  const mla::SmBoundPace pace{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+  double v[9] = {};
+  for (int i = 0; i + 1 < argc; ++i) v[i] = std::atof(argv[i + 1]);
+  const mla::LaunchPace pace{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
   constexpr int kTile = 64, kSms = 132;
   std::string line;
   while (std::getline(std::cin, line)) {

@@ -148,10 +148,11 @@ Status workspace_size(const Problem& p, Backend backend, std::size_t* bytes);
 // Validates `p` and fills `workspace` (host memory for cpu, device memory for cuda) with the
 // work list: each work item's request, KV range and kv_indptr offset (fixed by the lengths, as
 // kv_indptr starts at 0). Call again whenever batch, lengths or page table change. Host cost
-// (cuda, besides its copies): up to ~0.2 ms for uniform batches of up to 256 requests; for ragged
-// ones of 64–600 requests, whose plan is re-cut to balance the SMs, up to ~1.5 ms (bf16, fp8) or
-// ~2.5 ms (MXFP4, whose candidate plans are also simulated); ~2.3 ms (fp8) to ~4 ms (MXFP4) at
-// 20,000 requests (measured on a 2-core build machine; perf-notes v119–v122, v130).
+// (cuda, besides its copies): up to ~0.2 ms (bf16, MXFP4) or ~0.5 ms (fp8) for uniform batches of
+// up to 256 requests; for ragged ones of 64–600 requests, whose plan is re-cut to balance the SMs,
+// up to ~1.5 ms (bf16), ~2.5 ms (MXFP4) or ~3 ms (fp8; both formats' candidate plans are also
+// simulated); ~2.5 ms (bf16) to ~4 ms (fp8, MXFP4) at 20,000 requests (measured on a 2-core build
+// machine; perf-notes v119–v122, v130, v132).
 Status plan(const Problem& p, Backend backend, void* workspace, std::size_t workspace_bytes, Plan* out);
 
 // Runs the decode. cuda: asynchronous on `stream` (a cudaStream_t, nullptr = default stream), no

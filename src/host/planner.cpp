@@ -378,23 +378,26 @@ int cluster_size(const WorkList& wl, int rows, int max_cluster, int slots) {
 }
 
 // The simulated merge of split requests (simulated_launch_us).
-double merge_us(bool clustered, int partials, int split_requests, const SmBoundPace& pace) {
+double merge_us(bool clustered, int partials, int split_requests, const LaunchPace& pace) {
   if (clustered) return pace.cluster_merge_us;
   return partials > 0 ? pace.partial_us * partials + pace.split_request_us * split_requests : 0.0;
 }
 
 // The least simulated_launch_us can return for `items` items of `work_tiles` tiles in all (their
 // tiles plus item_tiles each) on `sms` SMs, then `merge`: every tile at the paired pace (the most
-// tiles an SM runs per µs), and each item's latency, during which its SM runs one CTA's pace at most.
-double least_launch_us(double work_tiles, std::int64_t items, int sms, double merge, const SmBoundPace& pace) {
+// tiles an SM runs per µs), and each item's latency, during which its SM runs one CTA's pace at most;
+// or, with a DRAM bound, every tile at its pace, whichever is longer.
+double least_launch_us(double work_tiles, std::int64_t items, int sms, double merge, const LaunchPace& pace) {
   const double latency = pace.item_latency_us * std::max(0.0, 1 - pace.paired_tile_us / (2 * pace.lone_tile_us));
-  return pace.launch_us + (work_tiles * pace.paired_tile_us / 2 + double(items) * latency) / std::max(sms, 1) + merge;
+  const double sm_bound = (work_tiles * pace.paired_tile_us / 2 + double(items) * latency) / std::max(sms, 1);
+  const double dram_bound = pace.dram_tiles_per_us > 0 ? work_tiles / pace.dram_tiles_per_us : 0.0;
+  return pace.launch_us + std::max(sm_bound, dram_bound) + merge;
 }
 
 }  // namespace
 
 double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, bool clustered, int partials,
-                           int split_requests, const SmBoundPace& pace) {
+                           int split_requests, const LaunchPace& pace) {
   sms = std::max(sms, 1);
   tile = std::max(tile, 1);
   // Per SM its (up to) two CTAs: the item's end of latency, or its work left (in tiles) as of `at`.
@@ -420,10 +423,16 @@ double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, b
     }
   };
   // µs per tile of SM s's computing CTAs as of s.at: paired while both compute, else lone.
-  const auto per_tile_us = [&](const Sm& s) {
-    int computing = 0;
-    for (const Cta& c : s.cta) computing += c.busy && c.ready <= s.at ? 1 : 0;
-    return computing == 2 ? pace.paired_tile_us : pace.lone_tile_us;
+  const auto computing = [&](const Sm& s) {
+    int k = 0;
+    for (const Cta& c : s.cta) k += c.busy && c.ready <= s.at ? 1 : 0;
+    return k;
+  };
+  const auto per_tile_us = [&](const Sm& s) { return computing(s) == 2 ? pace.paired_tile_us : pace.lone_tile_us; };
+  // Tiles per µs SM s asks of the DRAM as of s.at.
+  const auto demand = [&](const Sm& s) {
+    const int k = computing(s);
+    return k == 0 ? 0.0 : k / per_tile_us(s);
   };
   // Moves SM s from s.at to `now` (no event of s lies between).
   const auto advance = [&](Sm& s, double now) {
@@ -469,19 +478,34 @@ double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, b
     if (t != INFINITY) heap.push_back({t, i});
   }
   std::make_heap(heap.begin(), heap.end(), std::greater<>{});
+  // Events are timed at the SMs' own paces (pace time). With a DRAM bound, each stretch of pace time
+  // takes max(1, demand / dram_tiles_per_us) times as long (the computing CTAs' share): `real`.
+  const bool dram = pace.dram_tiles_per_us > 0;
+  double total_demand = 0, real = 0, last = 0;
+  if (dram) {
+    for (const Sm& s : sm) total_demand += demand(s);
+  }
   double end = 0;
   constexpr double kDone = 1e-9;
   while (!heap.empty()) {
     const auto [now, i] = heap.front();
     Sm& s = sm[std::size_t(i)];
+    if (dram) {
+      real += (now - last) * std::max(1.0, total_demand / pace.dram_tiles_per_us);
+      last = now;
+      total_demand -= demand(s);
+    } else {
+      real = now;
+    }
     advance(s, now);
     for (Cta& c : s.cta) {
       if (c.busy && c.ready <= now && c.left <= kDone) {
         c.busy = false;
-        end = std::max(end, now);
+        end = std::max(end, real);
       }
     }
     start(s, now);
+    if (dram) total_demand += demand(s);
     const double t = next_event(s);
     if (t != INFINITY) {
       heap.front() = {t, i};
@@ -499,9 +523,10 @@ std::int64_t list_makespan(std::span<const WorkItem> items, int slots, int tile,
 }
 
 WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items,
-                            bool timelines, ListModel model) {
+                            bool timelines, ListModel model, std::vector<WorkList>* considered) {
   const int item_overhead_tiles = model.item_overhead_tiles, min_gain_percent = model.min_gain_percent;
   WorkList best = build_work_list(kv_lengths, slots, tile);
+  if (considered != nullptr) considered->push_back(best);
   const int batch = int(kv_lengths.size());
   slots = std::max(slots, 1);
   tile = std::max(tile, 1);
@@ -510,7 +535,7 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   };
   // With a pace, lists are compared by their simulated launch, in ns (rows split in two merge in
   // clusters where every cluster fits one wave, as the CUDA plan does: cluster_work_list).
-  const SmBoundPace* pace = model.pace;
+  const LaunchPace* pace = model.pace;
   const int sms = std::max(1, slots / 2);
   const auto clustered = [&](const WorkList& wl) { return cluster_size(wl, batch, 2, slots) == 2; };
   const auto cost = [&](const WorkList& wl) {
@@ -542,6 +567,10 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   // Only a clear gain replaces the even-share list (the model ignores DRAM's share of the time).
   // (`against`: the list the margin is taken from; build_work_list's unless said otherwise.)
   const auto consider = [&](WorkList wl, std::int64_t extra, std::int64_t against = -1) {
+    if (considered != nullptr) {
+      considered->push_back(wl);
+      set_tokens_per_split(&considered->back(), tile);
+    }
     against = against < 0 ? base : against;
     const auto passes = [&](std::int64_t c) {
       return c < best_cost && std::int64_t(100) * c <= std::int64_t(100 - min_gain_percent) * against;
@@ -636,6 +665,50 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
     }
   }
   return best;
+}
+
+WorkList simulated_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items,
+                             const LaunchPace& pace) {
+  slots = std::max(slots, 1);
+  tile = std::max(tile, 1);
+  std::vector<WorkList> weighed;
+  WorkList best = balanced_work_list(kv_lengths, slots, tile, max_items, true, kDramBound, &weighed);
+  const int batch = int(kv_lengths.size()), sms = std::max(1, slots / 2);
+  const auto clustered = [&](const WorkList& wl) { return cluster_size(wl, batch, 2, slots) == 2; };
+  const auto merge = [&](const WorkList& wl) {
+    return merge_us(clustered(wl), wl.num_partials, wl.num_split_requests, pace);
+  };
+  const auto simulated = [&](const WorkList& wl) {
+    return simulated_launch_us(wl.items, sms, tile, clustered(wl), wl.num_partials, wl.num_split_requests, pace);
+  };
+  const double bar = simulated(best) * (100 - kSimulatedMinGainPercent) / 100;
+  // No list does better than least_launch_us of every request whole (many waves: nothing to try).
+  const double whole_work = double(total_cost(kv_lengths, tile, 0)) + double(batch) * pace.item_tiles;
+  if (least_launch_us(whole_work, batch, sms, 0, pace) >= bar) return best;
+  // Every list weighed and the timelines at each overhead, each once (the tile model's own list too).
+  for (int overhead = 1; overhead <= kSimulatedTimelineOverheads; ++overhead) {
+    int used = 0;
+    WorkList tl =
+        least_timeline_list(kv_lengths, slots, tile, overhead, total_cost(kv_lengths, tile, overhead), false, &used);
+    if (int(tl.items.size()) <= max_items) weighed.push_back(std::move(tl));
+  }
+  double best_us = bar;
+  const WorkList* pick = nullptr;
+  for (const WorkList& wl : weighed) {
+    double work = 0;
+    for (const WorkItem& it : wl.items) work += double(item_cost(std::int64_t(it.kv_end) - it.kv_begin, tile, 0));
+    work += double(wl.items.size()) * pace.item_tiles;
+    if (least_launch_us(work, std::int64_t(wl.items.size()), sms, merge(wl), pace) >= best_us) continue;
+    const double us = simulated(wl);
+    if (us < best_us) {
+      best_us = us;
+      pick = &wl;
+    }
+  }
+  if (pick == nullptr) return best;
+  WorkList out = *pick;
+  set_tokens_per_split(&out, tile);
+  return out;
 }
 
 int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, std::vector<WorkItem>* items) {

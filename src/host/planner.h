@@ -132,7 +132,7 @@ constexpr int kMinGainPercent = 5;
 // 1.5 % or more as measured, and fitted on three of the calls it picks the same lists in the others.
 // On the two calls measured after it (v130, v131) it ranked 32 of 34 such pairs as measured, mean
 // error 1.5 % (bench/pace/: the lists, their µs, scripts/fit_pace.py).
-struct SmBoundPace {
+struct LaunchPace {
   double paired_tile_us;
   double lone_tile_us;
   double item_tiles;
@@ -141,11 +141,14 @@ struct SmBoundPace {
   double cluster_merge_us;
   double partial_us;
   double split_request_us;
+  // The most tiles per µs all SMs together stream (0: no such bound). While the computing CTAs'
+  // paces ask for more, every one of them slows by the same factor.
+  double dram_tiles_per_us = 0;
 };
-constexpr SmBoundPace kMxfp4Pace{2.81, 1.84, 1.16, 1.89, 6.67, 0.98, 0.0045, 0.0177};
+constexpr LaunchPace kMxfp4Pace{2.81, 1.84, 1.16, 1.89, 6.67, 0.98, 0.0045, 0.0177};
 // `items` in launch order on `sms` SMs of two slots; `clustered`: split requests merge in clusters.
 double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, bool clustered, int partials,
-                           int split_requests, const SmBoundPace& pace);
+                           int split_requests, const LaunchPace& pace);
 
 struct ListModel {
   int item_overhead_tiles;  // an item's start, end and partial, in tiles
@@ -153,12 +156,30 @@ struct ListModel {
   // When set, lists are compared by simulated_launch_us on slots / 2 SMs instead of tiles per slot
   // (the item overhead then only shapes the candidates: the chunk scan, and the timelines' capacity —
   // also at a tile more and less per item, taken only where they beat the best list by the margin).
-  const SmBoundPace* pace = nullptr;
+  const LaunchPace* pace = nullptr;
 };
 constexpr ListModel kDramBound{kItemOverheadTiles, kMinGainPercent};
 constexpr ListModel kSmBound{2, 2, &kMxfp4Pace};
+// `considered`, when given, gets every list weighed, build_work_list's first (measurement tools:
+// bench/pace/list_bench.cpp).
 WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items,
-                            bool timelines, ListModel model = kDramBound);
+                            bool timelines, ListModel model = kDramBound, std::vector<WorkList>* considered = nullptr);
+
+// fp8's list (perf-notes v132): balanced_work_list's by the tile model (kDramBound), unless one of the
+// lists it weighed, or of the timelines filled at 1..kSimulatedTimelineOverheads tiles per item,
+// simulates (simulated_launch_us with `pace`, its DRAM bound included) at least
+// kSimulatedMinGainPercent % faster — then the fastest such. kFp8Pace: least squares over 756 lists
+// of 92 cases, every list the planner weighed for each, measured in two H200 runs by mla_list_bench
+// (bench/pace/fp8_a.txt, fp8_b.txt; scripts/fit_lists.py): mean error 2.4 %; fitted on the first run's
+// cases alone it picked −0.67 % (geomean) on the second's. Measured on 46 new cases after the fit
+// (fp8_c.txt): 14 lists changed, −3.0 to +0.7 % each, −0.6 % geomean over the 46. Its fitted numbers
+// sit in a flat valley (latency ~0 here, the per-item tiles carrying it); refitted on all three runs
+// they move by under 10 % and pick another list at 52 of 2,740 batches of a CPU sweep (1–600 requests).
+constexpr int kSimulatedTimelineOverheads = 6;
+constexpr int kSimulatedMinGainPercent = 1;
+constexpr LaunchPace kFp8Pace{1.943, 1.572, 1.425, 0.01028, 10.34, 2.804, 0.008806, 6.329e-06, 114.8};
+WorkList simulated_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items,
+                             const LaunchPace& pace);
 
 // The CUDA backend's cluster mode (src/kernels/sm90/cluster_merge.h): every one of the `rows` q rows
 // gets n items — n the most pieces of a row rounded up to a power of two — item k of row r at

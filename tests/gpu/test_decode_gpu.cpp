@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "host/cuda_backend.h"
 #include "host/planner.h"
 #include "host/problem_access.h"
 #include "kernels/common/bf16.h"
@@ -665,6 +666,57 @@ void planned_sms(int* sms) {
   Plan pl;
   ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
   *sms = pl.device_sms;
+}
+
+// cuda::plan_with_list (the measurement tool's entry, bench/pace/list_bench.cpp): the plan's own list
+// gives plan()'s output bit for bit; another list of the rows (every request whole) matches the
+// reference; a list that misses tokens, and bf16, are refused.
+TEST(GpuDecode, PlanWithListRunsTheGivenList) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (KvFormat f : {KvFormat::fp8, KvFormat::mxfp4}) {
+    CaseSpec spec;
+    spec.kv_lens = ragged_lengths(96, 5, 2048);
+    spec.format = f;
+    spec.spare_rows = 64;
+    const HostInputs in = make_inputs(spec);
+    GpuCase gc;
+    Plan own;
+    ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &own));
+    const Problem& p = gc.problem();
+    cuda::ListSetting set;
+    ASSERT_TRUE(cuda::list_setting(p, &set).ok());
+    const std::vector<std::int32_t>& lens = spec.kv_lens;
+    const WorkList mine = f == KvFormat::fp8
+                              ? simulated_work_list(lens, set.slots, set.tile, set.max_items, kFp8Pace)
+                              : balanced_work_list(lens, set.slots, set.tile, set.max_items, true, kSmBound);
+    Plan same;
+    Status s = cuda::plan_with_list(p, mine, lens, gc.ws.get(), gc.ws.size(), &same);
+    ASSERT_TRUE(s.ok()) << s.message;
+    EXPECT_EQ(same.num_work_items, own.num_work_items) << describe(same);
+    ASSERT_NO_FATAL_FAILURE(expect_plans_agree(gc, in, own, same, spec.name() + " own list"));
+    WorkList whole = build_work_list(lens, int(lens.size()), set.tile);
+    Plan other;
+    s = cuda::plan_with_list(p, whole, lens, gc.ws.get(), gc.ws.size(), &other);
+    ASSERT_TRUE(s.ok()) << s.message;
+    EXPECT_EQ(other.num_work_items, int(lens.size()));
+    EXPECT_EQ(other.num_split_requests, 0);
+    Outputs r;
+    ASSERT_NO_FATAL_FAILURE(run_outputs(gc, other, &r));
+    const Comparison cmp = against_reference(in, r.out, r.lse);
+    EXPECT_TRUE(cmp.ok()) << cmp.summary();
+    EXPECT_EQ(cmp.nonfinite, 0);
+    whole.items.pop_back();
+    EXPECT_EQ(cuda::plan_with_list(p, whole, lens, gc.ws.get(), gc.ws.size(), &other).code,
+              StatusCode::invalid_argument);
+  }
+  CaseSpec bf16 = CaseSpec::uniform(2, 100, KvFormat::bf16);
+  GpuCase gc;
+  ASSERT_NO_FATAL_FAILURE(prepare(make_inputs(bf16), &gc));
+  Plan pl;
+  EXPECT_EQ(cuda::plan_with_list(gc.problem(), build_work_list(bf16.kv_lens, 2, 64), bf16.kv_lens, gc.ws.get(),
+                                 gc.ws.size(), &pl)
+                .code,
+            StatusCode::unsupported);
 }
 
 TEST(GpuDecode, TailRequestsCutToFillTheLastWave) {

@@ -20,5 +20,11 @@ Status plan(const Problem&, void*, std::size_t, Plan*) {
 Status run(const Problem&, const Plan&, void*) {
   return none();
 }
+Status list_setting(const Problem&, ListSetting*) {
+  return none();
+}
+Status plan_with_list(const Problem&, const WorkList&, std::span<const std::int32_t>, void*, std::size_t, Plan*) {
+  return none();
+}
 
 }  // namespace mla::cuda

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -153,7 +154,10 @@ Status workspace_size(const Problem& p, std::size_t* bytes) {
   return Status::success();
 }
 
-Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
+namespace {
+
+// plan() and plan_with_list(): `forced` (a measurement tool's list) replaces the planner's choice.
+Status plan_impl(const Problem& p, const WorkList* forced, void* workspace, std::size_t bytes, Plan* out) {
   int sms = 0;
   std::int64_t l2_bytes = 0;
   Status s = device_sms(&sms, &l2_bytes);
@@ -182,12 +186,22 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   const int rows = int(p.total_q), slots = sms * sm90::decode_ctas_per_sm(p.kv.format);
   const WorkspaceLayout layout = cuda_layout(p.batch, p.s_q, sms);
   const int tile = sm90::decode_tile_tokens(p.kv.format);
-  // Timelines for fp8 and MXFP4 (two CTAs per SM: −7 to −32 % at uniform 133–200 × 8192); bf16's one
-  // CTA per SM measured +1.5 % with them at 160 and 200 × 8192 (perf-notes v121).
-  const bool timelines = sm90::decode_ctas_per_sm(p.kv.format) > 1;
-  // MXFP4 is bound by its SMs, where the model's tiles per slot hold; fp8 and bf16 by DRAM (v126, v128).
-  const ListModel model = p.kv.format == KvFormat::mxfp4 ? kSmBound : kDramBound;
-  WorkList wl = balanced_work_list(lengths, slots, tile, layout.max_items, timelines, model);
+  WorkList wl;
+  if (forced != nullptr) {
+    wl = *forced;
+  } else {
+    switch (p.kv.format) {
+      case KvFormat::bf16:  // one CTA per SM: no timelines (+1.5 % at 160 and 200 × 8192, perf-notes v121)
+        wl = balanced_work_list(lengths, slots, tile, layout.max_items, false, kDramBound);
+        break;
+      case KvFormat::fp8:  // bound by DRAM: the tile model's list unless a simulated launch is clear (v132)
+        wl = simulated_work_list(lengths, slots, tile, layout.max_items, kFp8Pace);
+        break;
+      case KvFormat::mxfp4:  // bound by its SMs: tiles per slot hold, candidates simulated (v126, v128, v130)
+        wl = balanced_work_list(lengths, slots, tile, layout.max_items, true, kSmBound);
+        break;
+    }
+  }
   e = sm90::prepare_decode(p.kv.format);
   if (e != cudaSuccess) return cuda_fail("configuring the decode kernel", e);
   // Rows split in two merge inside clusters of 2 when every cluster can be resident at once; more
@@ -199,7 +213,8 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   int cluster = cluster_work_list(wl, rows, kClusterLimit, slots, &cluster_items);
   if (cluster > 0 && sm90::decode_max_active_clusters(p.kv.format, cluster) < rows) cluster = 0;
   int grid = sm90::decode_grid(p.kv.format, cluster > 0 ? cluster_items : wl.items, cluster, sms);
-  if (cluster == 0) {  // a walking grid's list and order (nothing to do when every item has its CTA)
+  if (cluster == 0 &&
+      forced == nullptr) {  // a walking grid's list and order (nothing to do when every item has its CTA)
     wl = walking_work_list(lengths, std::move(wl), grid, tile, layout.max_items);
     // bf16's one CTA per SM walks its timelines instead, where they pay (perf-notes v122); only its
     // kernel walks (follows WorkItem::next).
@@ -252,6 +267,76 @@ Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
   pl.host_work_list = std::make_shared<const std::vector<WorkItem>>(std::move(items));
   *out = pl;
   return Status::success();
+}
+
+// Whether `wl` is a list of p's rows (one virtual request per q row of `lengths`): every item within its
+// row, every row's tokens covered once, partial slots as its splits say.
+bool covers_rows(const WorkList& wl, std::span<const std::int32_t> lengths) {
+  const std::size_t rows = lengths.size();
+  if (wl.splits.size() != rows) return false;
+  std::vector<std::int64_t> covered(rows, 0);
+  for (const WorkItem& it : wl.items) {
+    if (it.request < 0 || std::size_t(it.request) >= rows || it.kv_begin < 0 || it.kv_end < it.kv_begin ||
+        it.kv_end > lengths[std::size_t(it.request)]) {
+      return false;
+    }
+    const RequestSplit& sp = wl.splits[std::size_t(it.request)];
+    if (sp.num_partials == 0 ? it.partial != -1
+                             : it.partial < sp.first_partial || it.partial >= sp.first_partial + sp.num_partials) {
+      return false;
+    }
+    covered[std::size_t(it.request)] += it.kv_end - it.kv_begin;
+  }
+  for (std::size_t r = 0; r < rows; ++r) {
+    if (covered[r] != lengths[r]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
+  return plan_impl(p, nullptr, workspace, bytes, out);
+}
+
+Status list_setting(const Problem& p, ListSetting* out) {
+  int sms = 0;
+  const Status s = device_sms(&sms);
+  if (!s.ok()) return s;
+  out->sms = sms;
+  out->slots = sms * sm90::decode_ctas_per_sm(p.kv.format);
+  out->tile = sm90::decode_tile_tokens(p.kv.format);
+  out->max_items = cuda_layout(p.batch, p.s_q, sms).max_items;
+  return Status::success();
+}
+
+Status plan_with_list(const Problem& p, const WorkList& wl, std::span<const std::int32_t> lengths, void* workspace,
+                      std::size_t bytes, Plan* out) {
+  if (p.kv.format == KvFormat::bf16) return {StatusCode::unsupported, "plan_with_list: fp8 and MXFP4 only"};
+  if (std::int64_t(lengths.size()) != p.total_q || !covers_rows(wl, lengths)) {
+    return {StatusCode::invalid_argument, "plan_with_list: the list does not cover the problem's rows"};
+  }
+  // Its counts from the list itself, and tokens_per_split at least its longest item (the kernels size
+  // their loops by them).
+  WorkList own = wl;
+  own.num_partials = own.num_split_requests = own.max_request_partials = 0;
+  for (const RequestSplit& sp : own.splits) {
+    own.num_partials += sp.num_partials;
+    own.num_split_requests += sp.num_partials > 0 ? 1 : 0;
+    own.max_request_partials = std::max(own.max_request_partials, sp.num_partials);
+  }
+  for (const RequestSplit& sp : own.splits) {
+    if (sp.num_partials > 0 && sp.first_partial + sp.num_partials > own.num_partials) {
+      return {StatusCode::invalid_argument, "plan_with_list: partial slots beyond the list's partials"};
+    }
+  }
+  const int tile = sm90::decode_tile_tokens(p.kv.format);
+  std::int64_t longest = 0;
+  for (const WorkItem& it : own.items) longest = std::max<std::int64_t>(longest, it.kv_end - it.kv_begin);
+  // (The planner's own value where it holds every item: build_work_list's chunk may exceed its longest item.)
+  const std::int64_t least = std::min<std::int64_t>((longest + tile - 1) / tile * tile, 1 << 30);
+  if (own.tokens_per_split < least) own.tokens_per_split = int(least);
+  return plan_impl(p, &own, workspace, bytes, out);
 }
 
 Status run(const Problem& p, const Plan& plan, void* stream) {

@@ -1,0 +1,245 @@
+// mla_list_bench: measures, on the GPU, every work list the CUDA planner weighs for a case — not only
+// the one it picks — so that a cost model of the lists can be fitted to what they take (bench/pace/,
+// scripts/fit_pace.py; perf-notes, session 32). fp8 and MXFP4 (one CTA per item).
+//
+//   usage: mla_list_bench FORMAT ROUNDS REPS CASE...
+//     CASE: BxL (B requests of L tokens) or BxLrS (ragged_lengths(B, S, L): up to L tokens, seed S)
+//
+// One input (the largest case's tokens) serves every case: a case's requests are consecutive rows of
+// it. Candidates: the lists balanced_work_list weighs at item overheads 1–6, 8 and 12 tiles with no margin, and
+// with the format's own model; list 0 is the plan's. Each is checked against the plan's output (largest
+// difference over the largest value, "diff"), then timed by the bench's protocol (cold L2, device
+// time, `REPS` reps) in `ROUNDS` rounds, the candidates' order reversed every other round. Prints per
+// candidate
+//   M CASE/K which items partials split_requests cluster tma diff µs_round1 µs_round2 ...
+// (which: 1 the plan's list, 2 balanced_work_list's by the format's model where that differs, else 0)
+//   L CASE/K clustered partials split_requests TILES*COUNT ...   (bench/pace's list format)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "host/cuda_backend.h"
+#include "host/planner.h"
+#include "mla/mla.h"
+#include "testing/device_inputs.h"
+#include "testing/gpu_timing.h"
+#include "testing/inputs.h"
+
+namespace {
+
+struct Case {
+  std::string name;
+  std::vector<std::int32_t> lengths;
+};
+
+bool parse_case(const std::string& s, Case* c) {
+  int b = 0, len = 0, seed = 0;
+  char tail = 0;
+  if (std::sscanf(s.c_str(), "%dx%dr%d%c", &b, &len, &seed, &tail) == 3 && b > 0 && len > 0) {
+    c->lengths = mla::testing::ragged_lengths(b, std::uint64_t(seed), len);
+  } else if (std::sscanf(s.c_str(), "%dx%d%c", &b, &len, &tail) == 2 && b > 0 && len > 0) {
+    c->lengths.assign(std::size_t(b), len);
+  } else {
+    return false;
+  }
+  c->name = s;
+  return true;
+}
+
+bool same_items(const mla::WorkList& a, const mla::WorkList& b) {
+  if (a.items.size() != b.items.size()) return false;
+  for (std::size_t i = 0; i < a.items.size(); ++i) {
+    const mla::WorkItem &x = a.items[i], &y = b.items[i];
+    if (x.request != y.request || x.kv_begin != y.kv_begin || x.kv_end != y.kv_end) return false;
+  }
+  return true;
+}
+
+std::string list_runs(const mla::WorkList& wl, int tile) {
+  std::string out;
+  for (std::size_t i = 0; i < wl.items.size();) {
+    const auto tiles = [&](std::size_t k) { return (wl.items[k].kv_end - wl.items[k].kv_begin + tile - 1) / tile; };
+    std::size_t j = i;
+    while (j < wl.items.size() && tiles(j) == tiles(i)) ++j;
+    char run[48];
+    if (j - i > 1) {
+      std::snprintf(run, sizeof(run), " %d*%zu", int(tiles(i)), j - i);
+    } else {
+      std::snprintf(run, sizeof(run), " %d", int(tiles(i)));
+    }
+    out.append(run);
+    i = j;
+  }
+  return out;
+}
+
+double bf16_value(std::uint16_t bits) {
+  const std::uint32_t u = std::uint32_t(bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Largest |a − b| over the largest |b| (NaN anywhere: infinity).
+double relative_diff(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b) {
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double x = bf16_value(a[i]), y = bf16_value(b[i]);
+    if (!std::isfinite(x) || !std::isfinite(y)) return INFINITY;
+    diff = std::max(diff, std::fabs(x - y));
+    scale = std::max(scale, std::fabs(y));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+int fail(const std::string& what, const mla::Status& s) {
+  std::fprintf(stderr, "%s: %s\n", what.c_str(), s.message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace mla;
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: mla_list_bench fp8|mxfp4 ROUNDS REPS CASE...  (CASE: BxL or BxLrS)\n");
+    return 2;
+  }
+  const std::string fmt = argv[1];
+  if (fmt != "fp8" && fmt != "mxfp4") {
+    std::fprintf(stderr, "format: fp8 or mxfp4\n");
+    return 2;
+  }
+  const KvFormat format = fmt == "fp8" ? KvFormat::fp8 : KvFormat::mxfp4;
+  const int rounds = std::max(1, std::atoi(argv[2])), reps = std::max(1, std::atoi(argv[3]));
+  std::vector<Case> cases;
+  std::int64_t max_tokens = 0;
+  int max_batch = 0;
+  for (int i = 4; i < argc; ++i) {
+    Case c;
+    if (!parse_case(argv[i], &c)) {
+      std::fprintf(stderr, "bad case %s\n", argv[i]);
+      return 2;
+    }
+    std::int64_t tokens = 0;
+    for (std::int32_t len : c.lengths) tokens += len;
+    max_tokens = std::max(max_tokens, tokens);
+    max_batch = std::max(max_batch, int(c.lengths.size()));
+    cases.push_back(std::move(c));
+  }
+  // One input for all: max_batch requests holding at least max_tokens rows.
+  const int row_len = int((max_tokens + max_batch - 1) / max_batch);
+  const testing::HostInputs in = testing::make_inputs(testing::CaseSpec::uniform(max_batch, row_len, format));
+  std::unique_ptr<testing::DeviceCase> dc;
+  Status s = testing::upload(in, true, &dc);
+  if (!s.ok()) return fail("upload", s);
+  std::unique_ptr<testing::GpuTimer> timer;
+  s = testing::GpuTimer::create(&timer);
+  if (!s.ok()) return fail("timer", s);
+  std::int32_t* kv_indptr = nullptr;
+  if (cudaMalloc(&kv_indptr, (std::size_t(max_batch) + 1) * 4) != cudaSuccess) return 1;
+
+  for (const Case& c : cases) {
+    const int batch = int(c.lengths.size());
+    std::vector<std::int32_t> indptr(std::size_t(batch) + 1, 0);
+    for (int b = 0; b < batch; ++b) indptr[std::size_t(b) + 1] = indptr[std::size_t(b)] + c.lengths[std::size_t(b)];
+    cudaMemcpy(kv_indptr, indptr.data(), indptr.size() * 4, cudaMemcpyHostToDevice);
+    Problem p = dc->problem();  // the first `batch` q rows (qo_indptr 0, 1, 2, …), its KV rows from 0
+    p.batch = batch;
+    p.total_q = batch;
+    p.kv_indptr = kv_indptr;
+
+    cuda::ListSetting set;
+    s = cuda::list_setting(p, &set);
+    if (!s.ok()) return fail("list_setting", s);
+    std::size_t ws_bytes = 0;
+    s = workspace_size(p, Backend::cuda, &ws_bytes);
+    if (!s.ok()) return fail("workspace_size", s);
+    testing::DeviceMemory ws;
+    s = ws.allocate(ws_bytes);
+    if (!s.ok()) return fail("workspace", s);
+
+    // The plan's own list (and output), then every other list weighed.
+    Plan chosen_plan;
+    s = plan(p, Backend::cuda, ws.get(), ws_bytes, &chosen_plan);
+    if (!s.ok()) return fail("plan", s);
+    std::vector<std::uint16_t> ref, out;
+    std::vector<float> lse;
+    dc->poison_outputs();
+    s = run(p, chosen_plan, timer->stream());
+    if (s.ok()) s = timer->synchronize();
+    if (s.ok()) s = dc->download(&ref, &lse);
+    if (!s.ok()) return fail(c.name + " plan's run", s);
+    ref.resize(std::size_t(batch) * kNumHeads * kValueDim);
+
+    // List 0: the plan's (plan() makes it so: its output equals list 0's, diff 0); then balanced_work_list's
+    // by the format's model (fp8: the tile model's list that simulated_work_list starts from), then the rest.
+    const ListModel own = format == KvFormat::mxfp4 ? kSmBound : kDramBound;
+    std::vector<WorkList> weighed;
+    const WorkList tiles = balanced_work_list(c.lengths, set.slots, set.tile, set.max_items, true, own, &weighed);
+    const WorkList chosen =
+        format == KvFormat::fp8 ? simulated_work_list(c.lengths, set.slots, set.tile, set.max_items, kFp8Pace) : tiles;
+    weighed.insert(weighed.begin(), tiles);
+    for (int overhead : {1, 2, 3, 4, 5, 6, 8, 12}) {
+      balanced_work_list(c.lengths, set.slots, set.tile, set.max_items, true, ListModel{overhead, 0}, &weighed);
+    }
+    std::vector<WorkList> lists{chosen};
+    for (WorkList& wl : weighed) {
+      bool seen = false;
+      for (const WorkList& have : lists) seen = seen || same_items(have, wl);
+      if (!seen && int(wl.items.size()) <= set.max_items) lists.push_back(std::move(wl));
+    }
+
+    struct Measured {
+      Plan plan;
+      double diff = 0;
+      std::vector<double> us;
+    };
+    std::vector<Measured> m(lists.size());
+    for (std::size_t k = 0; k < lists.size(); ++k) {
+      s = cuda::plan_with_list(p, lists[k], c.lengths, ws.get(), ws_bytes, &m[k].plan);
+      if (!s.ok()) return fail(c.name + " list " + std::to_string(k), s);
+      dc->poison_outputs();
+      s = run(p, m[k].plan, timer->stream());
+      if (s.ok()) s = timer->synchronize();
+      if (s.ok()) s = dc->download(&out, &lse);
+      if (!s.ok()) return fail(c.name + " list " + std::to_string(k) + " run", s);
+      out.resize(ref.size());
+      m[k].diff = relative_diff(out, ref);
+    }
+    // (plan_with_list rewrote the workspace: each candidate is planned again before it is timed.)
+    for (int r = 0; r < rounds; ++r) {
+      for (std::size_t j = 0; j < lists.size(); ++j) {
+        const std::size_t k = r % 2 == 0 ? j : lists.size() - 1 - j;
+        Plan pl;
+        s = cuda::plan_with_list(p, lists[k], c.lengths, ws.get(), ws_bytes, &pl);
+        testing::GpuTiming t;
+        if (s.ok()) s = timer->time_call([&](void* stream) { return run(p, pl, stream); }, reps, &t);
+        if (!s.ok()) return fail(c.name + " timing", s);
+        m[k].us.push_back(t.device.mean_us);
+      }
+    }
+    for (std::size_t k = 0; k < lists.size(); ++k) {
+      const Plan& pl = m[k].plan;
+      const int which = k == 0 ? 1 : same_items(lists[k], tiles) ? 2 : 0;
+      std::printf("M %s/%zu %d %d %d %d %d %d %.2e", c.name.c_str(), k, which, pl.num_work_items, lists[k].num_partials,
+                  lists[k].num_split_requests, pl.cluster_size, pl.kv_tma ? 1 : 0, m[k].diff);
+      for (double us : m[k].us) std::printf(" %.2f", us);
+      std::printf("\n");
+    }
+    for (std::size_t k = 0; k < lists.size(); ++k) {
+      std::printf("L %s/%zu %d %d %d%s\n", c.name.c_str(), k, m[k].plan.cluster_size > 0 ? 1 : 0, lists[k].num_partials,
+                  lists[k].num_split_requests, list_runs(lists[k], set.tile).c_str());
+    }
+    std::fflush(stdout);
+  }
+  cudaFree(kv_indptr);
+  return 0;
+}
