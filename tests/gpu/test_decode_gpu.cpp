@@ -670,7 +670,7 @@ void planned_sms(int* sms) {
 
 // cuda::plan_with_list (the measurement tool's entry, bench/pace/list_bench.cpp): the plan's own list
 // gives plan()'s output bit for bit; another list of the rows (every request whole) matches the
-// reference; a list that misses tokens, and bf16, are refused.
+// reference; a list that misses a token or a row (an empty request's item), and bf16, are refused.
 TEST(GpuDecode, PlanWithListRunsTheGivenList) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : {KvFormat::fp8, KvFormat::mxfp4}) {
@@ -705,6 +705,12 @@ TEST(GpuDecode, PlanWithListRunsTheGivenList) {
     const Comparison cmp = against_reference(in, r.out, r.lse);
     EXPECT_TRUE(cmp.ok()) << cmp.summary();
     EXPECT_EQ(cmp.nonfinite, 0);
+    // A list that misses a request's last token, and one without an empty request's item.
+    WorkList shorter = whole;
+    shorter.items.front().kv_end -= 1;
+    EXPECT_EQ(cuda::plan_with_list(p, shorter, lens, gc.ws.get(), gc.ws.size(), &other).code,
+              StatusCode::invalid_argument);
+    ASSERT_EQ(whole.items.back().kv_end, 0);  // (longest first: the empty requests' items last)
     whole.items.pop_back();
     EXPECT_EQ(cuda::plan_with_list(p, whole, lens, gc.ws.get(), gc.ws.size(), &other).code,
               StatusCode::invalid_argument);

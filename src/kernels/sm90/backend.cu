@@ -270,11 +270,12 @@ Status plan_impl(const Problem& p, const WorkList* forced, void* workspace, std:
 }
 
 // Whether `wl` is a list of p's rows (one virtual request per q row of `lengths`): every item within its
-// row, every row's tokens covered once, partial slots as its splits say.
+// row, every row's tokens covered once and every row in at least one item, partial slots as its
+// splits say.
 bool covers_rows(const WorkList& wl, std::span<const std::int32_t> lengths) {
   const std::size_t rows = lengths.size();
   if (wl.splits.size() != rows) return false;
-  std::vector<std::int64_t> covered(rows, 0);
+  std::vector<std::int64_t> covered(rows, 0), items(rows, 0);
   for (const WorkItem& it : wl.items) {
     if (it.request < 0 || std::size_t(it.request) >= rows || it.kv_begin < 0 || it.kv_end < it.kv_begin ||
         it.kv_end > lengths[std::size_t(it.request)]) {
@@ -286,9 +287,10 @@ bool covers_rows(const WorkList& wl, std::span<const std::int32_t> lengths) {
       return false;
     }
     covered[std::size_t(it.request)] += it.kv_end - it.kv_begin;
+    ++items[std::size_t(it.request)];
   }
   for (std::size_t r = 0; r < rows; ++r) {
-    if (covered[r] != lengths[r]) return false;
+    if (covered[r] != lengths[r] || items[r] == 0) return false;  // (an empty row's item writes its zeros)
   }
   return true;
 }
