@@ -394,6 +394,21 @@ double least_launch_us(double work_tiles, std::int64_t items, int sms, double me
   return pace.launch_us + std::max(sm_bound, dram_bound) + merge;
 }
 
+// A bound under simulated_launch_us of `items` with this merge: least_launch_us of them, or their
+// longest item alone (its latency, then its tiles at one CTA's pace), whichever is longer.
+double list_least_us(std::span<const WorkItem> items, int sms, int tile, double merge, const LaunchPace& pace) {
+  double work = 0, longest = 0;
+  for (const WorkItem& it : items) {
+    const double tiles = double(item_cost(std::int64_t(it.kv_end) - it.kv_begin, tile, 0));
+    work += tiles;
+    longest = std::max(longest, tiles);
+  }
+  work += double(items.size()) * pace.item_tiles;
+  const double alone =
+      items.empty() ? 0.0 : pace.launch_us + pace.item_latency_us + (longest + pace.item_tiles) * pace.lone_tile_us;
+  return std::max(least_launch_us(work, std::int64_t(items.size()), sms, merge, pace), alone + merge);
+}
+
 }  // namespace
 
 double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, bool clustered, int partials,
@@ -543,13 +558,10 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
     return std::int64_t(std::llround(
         1000 * simulated_launch_us(wl.items, sms, tile, clustered(wl), wl.num_partials, wl.num_split_requests, *pace)));
   };
-  // A bound under cost(wl), simulated (least_launch_us): lists it puts past the bar go unsimulated.
+  // A bound under cost(wl), simulated (list_least_us): lists it puts past the bar go unsimulated.
   const auto least_cost = [&](const WorkList& wl) {
-    double work = 0;
-    for (const WorkItem& it : wl.items) work += double(item_cost(std::int64_t(it.kv_end) - it.kv_begin, tile, 0));
-    work += double(wl.items.size()) * pace->item_tiles;
     const double merge = merge_us(clustered(wl), wl.num_partials, wl.num_split_requests, *pace);
-    return std::int64_t(1000 * least_launch_us(work, std::int64_t(wl.items.size()), sms, merge, *pace));
+    return std::int64_t(1000 * list_least_us(wl.items, sms, tile, merge, *pace));
   };
   const std::int64_t tile_base = tile_cost(best);
   const std::int64_t base = pace == nullptr ? tile_base : cost(best);
@@ -692,21 +704,25 @@ WorkList simulated_work_list(std::span<const std::int32_t> kv_lengths, int slots
         least_timeline_list(kv_lengths, slots, tile, overhead, total_cost(kv_lengths, tile, overhead), false, &used);
     if (int(tl.items.size()) <= max_items) weighed.push_back(std::move(tl));
   }
+  // Simulated in the order of their bounds (list_least_us), so that the bar falls early and later
+  // lists go unsimulated; the fastest wins, on a tie the one weighed first.
+  std::vector<std::pair<double, std::size_t>> order;
+  for (std::size_t i = 0; i < weighed.size(); ++i) {
+    order.push_back({list_least_us(weighed[i].items, sms, tile, merge(weighed[i]), pace), i});
+  }
+  std::sort(order.begin(), order.end());
   double best_us = bar;
-  const WorkList* pick = nullptr;
-  for (const WorkList& wl : weighed) {
-    double work = 0;
-    for (const WorkItem& it : wl.items) work += double(item_cost(std::int64_t(it.kv_end) - it.kv_begin, tile, 0));
-    work += double(wl.items.size()) * pace.item_tiles;
-    if (least_launch_us(work, std::int64_t(wl.items.size()), sms, merge(wl), pace) >= best_us) continue;
-    const double us = simulated(wl);
-    if (us < best_us) {
+  std::size_t pick = weighed.size();
+  for (const auto& [least, i] : order) {
+    if (least >= best_us) break;
+    const double us = simulated(weighed[i]);
+    if (us < best_us || (us == best_us && pick < weighed.size() && i < pick)) {
       best_us = us;
-      pick = &wl;
+      pick = i;
     }
   }
-  if (pick == nullptr) return best;
-  WorkList out = *pick;
+  if (pick == weighed.size()) return best;
+  WorkList out = weighed[pick];
   set_tokens_per_split(&out, tile);
   return out;
 }
