@@ -1,19 +1,22 @@
 // mla_list_bench: measures, on the GPU, every work list the CUDA planner weighs for a case — not only
 // the one it picks — so that a cost model of the lists can be fitted to what they take (bench/pace/,
-// scripts/fit_pace.py; perf-notes, session 32). fp8 and MXFP4 (one CTA per item).
+// scripts/fit_lists.py; perf-notes, session 32). All three formats; bf16's lists also as walking grids.
 //
 //   usage: mla_list_bench FORMAT ROUNDS REPS CASE...
 //     CASE: BxL (B requests of L tokens) or BxLrS (ragged_lengths(B, S, L): up to L tokens, seed S)
 //
 // One input (the largest case's tokens) serves every case: a case's requests are consecutive rows of
-// it. Candidates: the lists balanced_work_list weighs at item overheads 1–6, 8 and 12 tiles with no margin, and
-// with the format's own model; list 0 is the plan's. Each is checked against the plan's output (largest
-// difference over the largest value, "diff"), then timed by the bench's protocol (cold L2, device
-// time, `REPS` reps) in `ROUNDS` rounds, the candidates' order reversed every other round. Prints per
-// candidate
+// it. Candidates: list 0 is the plan's (cuda::plan_and_list); then the lists balanced_work_list weighs
+// with the format's model and at item overheads 1–6, 8 and 12 tiles with no margin (timelines on; bf16
+// also off), and for bf16 each list of more items than SMs walked by one wave of CTAs (walk_order, and
+// walking_work_list's cut), and the walked timelines at overheads 1–4. Each is checked against the
+// plan's output (largest difference over the largest value, "diff"), then timed by the bench's
+// protocol (cold L2, device time, `REPS` reps) in `ROUNDS` rounds, the candidates' order reversed every
+// other round. Prints per candidate
 //   M CASE/K which items partials split_requests cluster tma diff µs_round1 µs_round2 ...
 // (which: 1 the plan's list, 2 balanced_work_list's by the format's model where that differs, else 0)
-//   L CASE/K clustered partials split_requests TILES*COUNT ...   (bench/pace's list format)
+//   L CASE/K clustered partials split_requests TILES*COUNT ...   (bench/pace's list format), or for a
+//   walking list W CASE/K grid partials split_requests | CTA 0's items' TILES*COUNT | CTA 1's … | …
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -53,21 +56,29 @@ bool parse_case(const std::string& s, Case* c) {
   return true;
 }
 
-bool same_items(const mla::WorkList& a, const mla::WorkList& b) {
+// A list to measure: its items, and the CTAs that walk them (0: one CTA per item).
+struct Candidate {
+  mla::WorkList wl;
+  int grid = 0;
+};
+
+// The same items in the same order (and, with `chains`, the same walks).
+bool same_items(const mla::WorkList& a, const mla::WorkList& b, bool chains) {
   if (a.items.size() != b.items.size()) return false;
   for (std::size_t i = 0; i < a.items.size(); ++i) {
     const mla::WorkItem &x = a.items[i], &y = b.items[i];
     if (x.request != y.request || x.kv_begin != y.kv_begin || x.kv_end != y.kv_end) return false;
+    if (chains && x.next != y.next) return false;
   }
   return true;
 }
 
-std::string list_runs(const mla::WorkList& wl, int tile) {
+std::string list_runs(const std::vector<mla::WorkItem>& items, int tile) {
   std::string out;
-  for (std::size_t i = 0; i < wl.items.size();) {
-    const auto tiles = [&](std::size_t k) { return (wl.items[k].kv_end - wl.items[k].kv_begin + tile - 1) / tile; };
+  for (std::size_t i = 0; i < items.size();) {
+    const auto tiles = [&](std::size_t k) { return (items[k].kv_end - items[k].kv_begin + tile - 1) / tile; };
     std::size_t j = i;
-    while (j < wl.items.size() && tiles(j) == tiles(i)) ++j;
+    while (j < items.size() && tiles(j) == tiles(i)) ++j;
     char run[48];
     if (j - i > 1) {
       std::snprintf(run, sizeof(run), " %d*%zu", int(tiles(i)), j - i);
@@ -109,15 +120,15 @@ int fail(const std::string& what, const mla::Status& s) {
 int main(int argc, char** argv) {
   using namespace mla;
   if (argc < 5) {
-    std::fprintf(stderr, "usage: mla_list_bench fp8|mxfp4 ROUNDS REPS CASE...  (CASE: BxL or BxLrS)\n");
+    std::fprintf(stderr, "usage: mla_list_bench bf16|fp8|mxfp4 ROUNDS REPS CASE...  (CASE: BxL or BxLrS)\n");
     return 2;
   }
   const std::string fmt = argv[1];
-  if (fmt != "fp8" && fmt != "mxfp4") {
-    std::fprintf(stderr, "format: fp8 or mxfp4\n");
+  if (fmt != "bf16" && fmt != "fp8" && fmt != "mxfp4") {
+    std::fprintf(stderr, "format: bf16, fp8 or mxfp4\n");
     return 2;
   }
-  const KvFormat format = fmt == "fp8" ? KvFormat::fp8 : KvFormat::mxfp4;
+  const KvFormat format = fmt == "bf16" ? KvFormat::bf16 : fmt == "fp8" ? KvFormat::fp8 : KvFormat::mxfp4;
   const int rounds = std::max(1, std::atoi(argv[2])), reps = std::max(1, std::atoi(argv[3]));
   std::vector<Case> cases;
   std::int64_t max_tokens = 0;
@@ -166,9 +177,13 @@ int main(int argc, char** argv) {
     s = ws.allocate(ws_bytes);
     if (!s.ok()) return fail("workspace", s);
 
-    // The plan's own list (and output), then every other list weighed.
+    // List 0: the plan's (plan_and_list: its output is the plan's, diff 0), then balanced_work_list's by
+    // the format's model (fp8: the tile model's list that simulated_work_list starts from; bf16: before its
+    // walking), then every list weighed at other overheads, and for bf16 their walking layouts on one wave
+    // of CTAs and the walked timelines at overheads 1–4.
     Plan chosen_plan;
-    s = plan(p, Backend::cuda, ws.get(), ws_bytes, &chosen_plan);
+    Candidate chosen;
+    s = cuda::plan_and_list(p, ws.get(), ws_bytes, &chosen_plan, &chosen.wl, &chosen.grid);
     if (!s.ok()) return fail("plan", s);
     std::vector<std::uint16_t> ref, out;
     std::vector<float> lse;
@@ -179,22 +194,44 @@ int main(int argc, char** argv) {
     if (!s.ok()) return fail(c.name + " plan's run", s);
     ref.resize(std::size_t(batch) * kNumHeads * kValueDim);
 
-    // List 0: the plan's (plan() makes it so: its output equals list 0's, diff 0); then balanced_work_list's
-    // by the format's model (fp8: the tile model's list that simulated_work_list starts from), then the rest.
+    const bool bf16 = format == KvFormat::bf16;
     const ListModel own = format == KvFormat::mxfp4 ? kSmBound : kDramBound;
     std::vector<WorkList> weighed;
-    const WorkList tiles = balanced_work_list(c.lengths, set.slots, set.tile, set.max_items, true, own, &weighed);
-    const WorkList chosen =
-        format == KvFormat::fp8 ? simulated_work_list(c.lengths, set.slots, set.tile, set.max_items, kFp8Pace) : tiles;
+    const WorkList tiles = balanced_work_list(c.lengths, set.slots, set.tile, set.max_items, !bf16, own, &weighed);
     weighed.insert(weighed.begin(), tiles);
     for (int overhead : {1, 2, 3, 4, 5, 6, 8, 12}) {
-      balanced_work_list(c.lengths, set.slots, set.tile, set.max_items, true, ListModel{overhead, 0}, &weighed);
+      for (bool timelines : {true, false}) {
+        if (timelines || bf16) {
+          balanced_work_list(c.lengths, set.slots, set.tile, set.max_items, timelines, ListModel{overhead, 0},
+                             &weighed);
+        }
+      }
     }
-    std::vector<WorkList> lists{chosen};
-    for (WorkList& wl : weighed) {
-      bool seen = false;
-      for (const WorkList& have : lists) seen = seen || same_items(have, wl);
-      if (!seen && int(wl.items.size()) <= set.max_items) lists.push_back(std::move(wl));
+    std::vector<Candidate> lists{chosen};
+    const auto add = [&](WorkList wl, int grid) {
+      if (int(wl.items.size()) > set.max_items) return;
+      if (grid >= int(wl.items.size())) grid = 0;
+      if (grid == 0) {
+        for (WorkItem& it : wl.items) it.next = -1;
+      }
+      for (const Candidate& have : lists) {
+        if (have.grid == grid && same_items(have.wl, wl, grid > 0)) return;
+      }
+      lists.push_back({std::move(wl), grid});
+    };
+    for (const WorkList& wl : weighed) {
+      add(wl, 0);
+      if (bf16 && int(wl.items.size()) > set.slots) {
+        WorkList walked = wl;
+        walk_order(walked.items, set.slots, set.tile);
+        add(std::move(walked), set.slots);
+        add(walking_work_list(c.lengths, wl, set.slots, set.tile, set.max_items), set.slots);
+      }
+    }
+    for (int overhead = 1; bf16 && overhead <= 4; ++overhead) {
+      int used = 0;
+      WorkList tl = walked_timeline_list(c.lengths, set.slots, set.tile, overhead, &used);
+      add(std::move(tl), used);
     }
 
     struct Measured {
@@ -204,7 +241,7 @@ int main(int argc, char** argv) {
     };
     std::vector<Measured> m(lists.size());
     for (std::size_t k = 0; k < lists.size(); ++k) {
-      s = cuda::plan_with_list(p, lists[k], c.lengths, ws.get(), ws_bytes, &m[k].plan);
+      s = cuda::plan_with_list(p, lists[k].wl, c.lengths, lists[k].grid, ws.get(), ws_bytes, &m[k].plan);
       if (!s.ok()) return fail(c.name + " list " + std::to_string(k), s);
       dc->poison_outputs();
       s = run(p, m[k].plan, timer->stream());
@@ -219,7 +256,7 @@ int main(int argc, char** argv) {
       for (std::size_t j = 0; j < lists.size(); ++j) {
         const std::size_t k = r % 2 == 0 ? j : lists.size() - 1 - j;
         Plan pl;
-        s = cuda::plan_with_list(p, lists[k], c.lengths, ws.get(), ws_bytes, &pl);
+        s = cuda::plan_with_list(p, lists[k].wl, c.lengths, lists[k].grid, ws.get(), ws_bytes, &pl);
         testing::GpuTiming t;
         if (s.ok()) s = timer->time_call([&](void* stream) { return run(p, pl, stream); }, reps, &t);
         if (!s.ok()) return fail(c.name + " timing", s);
@@ -228,15 +265,28 @@ int main(int argc, char** argv) {
     }
     for (std::size_t k = 0; k < lists.size(); ++k) {
       const Plan& pl = m[k].plan;
-      const int which = k == 0 ? 1 : same_items(lists[k], tiles) ? 2 : 0;
-      std::printf("M %s/%zu %d %d %d %d %d %d %.2e", c.name.c_str(), k, which, pl.num_work_items, lists[k].num_partials,
-                  lists[k].num_split_requests, pl.cluster_size, pl.kv_tma ? 1 : 0, m[k].diff);
+      const WorkList& wl = lists[k].wl;
+      const int which = k == 0 ? 1 : lists[k].grid == 0 && same_items(wl, tiles, false) ? 2 : 0;
+      std::printf("M %s/%zu %d %d %d %d %d %d %.2e", c.name.c_str(), k, which, pl.num_work_items, wl.num_partials,
+                  wl.num_split_requests, pl.cluster_size, pl.kv_tma ? 1 : 0, m[k].diff);
       for (double us : m[k].us) std::printf(" %.2f", us);
       std::printf("\n");
     }
     for (std::size_t k = 0; k < lists.size(); ++k) {
-      std::printf("L %s/%zu %d %d %d%s\n", c.name.c_str(), k, m[k].plan.cluster_size > 0 ? 1 : 0, lists[k].num_partials,
-                  lists[k].num_split_requests, list_runs(lists[k], set.tile).c_str());
+      const WorkList& wl = lists[k].wl;
+      if (lists[k].grid == 0) {
+        std::printf("L %s/%zu %d %d %d%s\n", c.name.c_str(), k, m[k].plan.cluster_size > 0 ? 1 : 0, wl.num_partials,
+                    wl.num_split_requests, list_runs(wl.items, set.tile).c_str());
+        continue;
+      }
+      // A walking list: its CTAs' chains, one after another, each after a '|'.
+      std::printf("W %s/%zu %d %d %d", c.name.c_str(), k, lists[k].grid, wl.num_partials, wl.num_split_requests);
+      for (int cta = 0; cta < lists[k].grid; ++cta) {
+        std::vector<WorkItem> chain;
+        for (int i = cta; i >= 0; i = wl.items[std::size_t(i)].next) chain.push_back(wl.items[std::size_t(i)]);
+        std::printf(" |%s", list_runs(chain, set.tile).c_str());
+      }
+      std::printf("\n");
     }
     std::fflush(stdout);
   }

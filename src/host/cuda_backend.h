@@ -24,9 +24,14 @@ struct ListSetting {
   int max_items = 0;  // the workspace layout's room
 };
 Status list_setting(const Problem& p, ListSetting* out);
+// plan(), and the list it launches (before any cluster layout) with its walking grid (0: one CTA per
+// item): what plan_with_list(p, *list, lengths, *grid, …) plans again.
+Status plan_and_list(const Problem& p, void* workspace, std::size_t bytes, Plan* out, WorkList* list, int* grid);
 // `wl`: a list of p's rows (a virtual request per q row, `lengths` their visible keys), as the planner's
-// lists are; clusters, TMA and kv bases as plan() decides for it. fp8 and MXFP4 (one CTA per item).
-Status plan_with_list(const Problem& p, const WorkList& wl, std::span<const std::int32_t> lengths, void* workspace,
-                      std::size_t bytes, Plan* out);
+// lists are; clusters, TMA and kv bases as plan() decides for it. `grid` below its items (bf16 only):
+// that many CTAs walk it, CTA c from item c by WorkItem::next (every item taken once); else one CTA per
+// item (`next` cleared).
+Status plan_with_list(const Problem& p, const WorkList& wl, std::span<const std::int32_t> lengths, int grid,
+                      void* workspace, std::size_t bytes, Plan* out);
 
 }  // namespace mla::cuda

@@ -910,6 +910,15 @@ WorkList walking_work_list(std::span<const std::int32_t> kv_lengths, WorkList wl
   return wl;
 }
 
+WorkList walked_timeline_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int overhead, int* used) {
+  tile = std::max(tile, 1);
+  overhead = std::max(overhead, 1);  // (every item costs ≥ 1: the timelines' first items start them)
+  WorkList tl = least_timeline_list(kv_lengths, std::max(slots, 1), tile, overhead,
+                                    total_cost(kv_lengths, tile, overhead), true, used);
+  set_tokens_per_split(&tl, tile);
+  return tl;
+}
+
 int walked_timelines(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items, int grid,
                      WorkList* wl) {
   tile = std::max(tile, 1);
@@ -933,7 +942,7 @@ int walked_timelines(std::span<const std::int32_t> kv_lengths, int slots, int ti
   static_assert(kWalkItemTiles >= 1,
                 "every item costs ≥ 1: the timelines' first items start them (timeline_work_list)");
   int used = 0;
-  WorkList tl = least_timeline_list(kv_lengths, slots, tile, kWalkItemTiles, least_load, true, &used);
+  WorkList tl = walked_timeline_list(kv_lengths, slots, tile, kWalkItemTiles, &used);
   if (int(tl.items.size()) > max_items || std::int64_t(tl.items.size()) <= used) return grid;
   if (!gains(priced(walk_makespan(tl.items, used, tile), tl.num_partials, used))) return grid;
   set_tokens_per_split(&tl, tile);

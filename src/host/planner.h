@@ -246,6 +246,10 @@ WorkList walking_work_list(std::span<const std::int32_t> kv_lengths, WorkList wl
 // else returns `grid`. Example, 92 requests of 8192 tokens on 132 SMs: 220 items on 132 walking
 // CTAs, the busiest at 91 tiles against 132 for 92 whole requests (measured −9 %). Never more than
 // `max_items` items.
+// walked_timelines' list before its test: every one of up to `slots` CTAs walks a timeline filled to
+// the least capacity that holds every request, each item costing its tiles plus `overhead` (its
+// kWalkItemTiles; measurement tools try others). *used: the timelines that hold an item.
+WorkList walked_timeline_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int overhead, int* used);
 constexpr int kWalkPacePercent = 1;
 constexpr int kWalkedStartTiles = 4;
 int walked_timelines(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items, int grid,

@@ -668,61 +668,68 @@ void planned_sms(int* sms) {
   *sms = pl.device_sms;
 }
 
-// cuda::plan_with_list (the measurement tool's entry, bench/pace/list_bench.cpp): the plan's own list
-// gives plan()'s output bit for bit; another list of the rows (every request whole) matches the
-// reference; a list that misses a token or a row (an empty request's item), and bf16, are refused.
+// cuda::plan_and_list and plan_with_list (the measurement tool's entries, bench/pace/list_bench.cpp): the
+// plan's own list on its grid gives plan()'s output bit for bit; other lists of the rows — every request
+// whole on a CTA each, and for bf16 the same walked by 40 CTAs — match the reference; a list that misses
+// a token or a row (an empty request's item), broken chains, and a walking grid for fp8 are refused.
 TEST(GpuDecode, PlanWithListRunsTheGivenList) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
-  for (KvFormat f : {KvFormat::fp8, KvFormat::mxfp4}) {
+  for (KvFormat f : kFormats) {
     CaseSpec spec;
     spec.kv_lens = ragged_lengths(96, 5, 2048);
     spec.format = f;
     spec.spare_rows = 64;
     const HostInputs in = make_inputs(spec);
     GpuCase gc;
-    Plan own;
-    ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &own));
+    ASSERT_NO_FATAL_FAILURE(prepare(in, &gc));
     const Problem& p = gc.problem();
-    cuda::ListSetting set;
-    ASSERT_TRUE(cuda::list_setting(p, &set).ok());
     const std::vector<std::int32_t>& lens = spec.kv_lens;
-    const WorkList mine = f == KvFormat::fp8
-                              ? simulated_work_list(lens, set.slots, set.tile, set.max_items, kFp8Pace)
-                              : balanced_work_list(lens, set.slots, set.tile, set.max_items, true, kSmBound);
+    Plan own;
+    WorkList mine;
+    int mine_grid = -1;
+    Status s = cuda::plan_and_list(p, gc.ws.get(), gc.ws.size(), &own, &mine, &mine_grid);
+    ASSERT_TRUE(s.ok()) << s.message;
     Plan same;
-    Status s = cuda::plan_with_list(p, mine, lens, gc.ws.get(), gc.ws.size(), &same);
+    s = cuda::plan_with_list(p, mine, lens, mine_grid, gc.ws.get(), gc.ws.size(), &same);
     ASSERT_TRUE(s.ok()) << s.message;
     EXPECT_EQ(same.num_work_items, own.num_work_items) << describe(same);
+    EXPECT_EQ(same.grid, own.grid) << describe(same);
     ASSERT_NO_FATAL_FAILURE(expect_plans_agree(gc, in, own, same, spec.name() + " own list"));
-    WorkList whole = build_work_list(lens, int(lens.size()), set.tile);
-    Plan other;
-    s = cuda::plan_with_list(p, whole, lens, gc.ws.get(), gc.ws.size(), &other);
-    ASSERT_TRUE(s.ok()) << s.message;
-    EXPECT_EQ(other.num_work_items, int(lens.size()));
-    EXPECT_EQ(other.num_split_requests, 0);
-    Outputs r;
-    ASSERT_NO_FATAL_FAILURE(run_outputs(gc, other, &r));
-    const Comparison cmp = against_reference(in, r.out, r.lse);
-    EXPECT_TRUE(cmp.ok()) << cmp.summary();
-    EXPECT_EQ(cmp.nonfinite, 0);
+    const auto expect_matches = [&](const WorkList& wl, int grid, const std::string& what) {
+      Plan pl;
+      const Status st = cuda::plan_with_list(p, wl, lens, grid, gc.ws.get(), gc.ws.size(), &pl);
+      ASSERT_TRUE(st.ok()) << what << ": " << st.message;
+      Outputs r;
+      ASSERT_NO_FATAL_FAILURE(run_outputs(gc, pl, &r));
+      const Comparison cmp = against_reference(in, r.out, r.lse);
+      EXPECT_TRUE(cmp.ok()) << what << ": " << cmp.summary() << " | " << describe(pl);
+      EXPECT_EQ(cmp.nonfinite, 0) << what;
+    };
+    WorkList whole = build_work_list(lens, int(lens.size()), 64);
+    ASSERT_NO_FATAL_FAILURE(expect_matches(whole, 0, spec.name() + " whole"));
+    WorkList walked = whole;
+    walk_order(walked.items, 40, 64);
+    Plan pl;
+    if (f == KvFormat::bf16) {
+      ASSERT_NO_FATAL_FAILURE(expect_matches(walked, 40, spec.name() + " walked by 40"));
+      WorkList broken = walked;
+      broken.items[50].next = 50;
+      EXPECT_EQ(cuda::plan_with_list(p, broken, lens, 40, gc.ws.get(), gc.ws.size(), &pl).code,
+                StatusCode::invalid_argument);
+    } else {
+      EXPECT_EQ(cuda::plan_with_list(p, walked, lens, 40, gc.ws.get(), gc.ws.size(), &pl).code,
+                StatusCode::unsupported);
+    }
     // A list that misses a request's last token, and one without an empty request's item.
     WorkList shorter = whole;
     shorter.items.front().kv_end -= 1;
-    EXPECT_EQ(cuda::plan_with_list(p, shorter, lens, gc.ws.get(), gc.ws.size(), &other).code,
+    EXPECT_EQ(cuda::plan_with_list(p, shorter, lens, 0, gc.ws.get(), gc.ws.size(), &pl).code,
               StatusCode::invalid_argument);
     ASSERT_EQ(whole.items.back().kv_end, 0);  // (longest first: the empty requests' items last)
     whole.items.pop_back();
-    EXPECT_EQ(cuda::plan_with_list(p, whole, lens, gc.ws.get(), gc.ws.size(), &other).code,
+    EXPECT_EQ(cuda::plan_with_list(p, whole, lens, 0, gc.ws.get(), gc.ws.size(), &pl).code,
               StatusCode::invalid_argument);
   }
-  CaseSpec bf16 = CaseSpec::uniform(2, 100, KvFormat::bf16);
-  GpuCase gc;
-  ASSERT_NO_FATAL_FAILURE(prepare(make_inputs(bf16), &gc));
-  Plan pl;
-  EXPECT_EQ(cuda::plan_with_list(gc.problem(), build_work_list(bf16.kv_lens, 2, 64), bf16.kv_lens, gc.ws.get(),
-                                 gc.ws.size(), &pl)
-                .code,
-            StatusCode::unsupported);
 }
 
 TEST(GpuDecode, TailRequestsCutToFillTheLastWave) {

@@ -20,10 +20,13 @@ Status plan(const Problem&, void*, std::size_t, Plan*) {
 Status run(const Problem&, const Plan&, void*) {
   return none();
 }
+Status plan_and_list(const Problem&, void*, std::size_t, Plan*, WorkList*, int*) {
+  return none();
+}
 Status list_setting(const Problem&, ListSetting*) {
   return none();
 }
-Status plan_with_list(const Problem&, const WorkList&, std::span<const std::int32_t>, void*, std::size_t, Plan*) {
+Status plan_with_list(const Problem&, const WorkList&, std::span<const std::int32_t>, int, void*, std::size_t, Plan*) {
   return none();
 }
 

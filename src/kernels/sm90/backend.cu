@@ -156,8 +156,12 @@ Status workspace_size(const Problem& p, std::size_t* bytes) {
 
 namespace {
 
-// plan() and plan_with_list(): `forced` (a measurement tool's list) replaces the planner's choice.
-Status plan_impl(const Problem& p, const WorkList* forced, void* workspace, std::size_t bytes, Plan* out) {
+// plan() and plan_with_list(): `forced` (a measurement tool's list) replaces the planner's choice, on
+// `forced_grid` CTAs walking its chains when that is below its items (bf16), else one CTA per item.
+// *list_out, *grid_out (when given): the list launched, before any cluster layout, and its walking grid
+// (0: one CTA per item), for plan_with_list.
+Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void* workspace, std::size_t bytes,
+                 Plan* out, WorkList* list_out = nullptr, int* grid_out = nullptr) {
   int sms = 0;
   std::int64_t l2_bytes = 0;
   Status s = device_sms(&sms, &l2_bytes);
@@ -210,9 +214,13 @@ Status plan_impl(const Problem& p, const WorkList* forced, void* workspace, std:
   constexpr int kClusterLimit = 2;
   static_assert(kClusterLimit <= sm90::kMaxCluster, "the kernels merge clusters of up to kMaxCluster CTAs");
   std::vector<WorkItem> cluster_items;
-  int cluster = cluster_work_list(wl, rows, kClusterLimit, slots, &cluster_items);
+  const bool forced_walk = forced != nullptr && forced_grid > 0 && forced_grid < int(wl.items.size());
+  int cluster = forced_walk ? 0 : cluster_work_list(wl, rows, kClusterLimit, slots, &cluster_items);
   if (cluster > 0 && sm90::decode_max_active_clusters(p.kv.format, cluster) < rows) cluster = 0;
-  int grid = sm90::decode_grid(p.kv.format, cluster > 0 ? cluster_items : wl.items, cluster, sms);
+  const std::vector<WorkItem>& launched = cluster > 0 ? cluster_items : wl.items;
+  int grid = forced_walk         ? forced_grid
+             : forced != nullptr ? int(launched.size())
+                                 : sm90::decode_grid(p.kv.format, launched, cluster, sms);
   if (cluster == 0 &&
       forced == nullptr) {  // a walking grid's list and order (nothing to do when every item has its CTA)
     wl = walking_work_list(lengths, std::move(wl), grid, tile, layout.max_items);
@@ -220,6 +228,8 @@ Status plan_impl(const Problem& p, const WorkList* forced, void* workspace, std:
     // kernel walks (follows WorkItem::next).
     if (p.kv.format == KvFormat::bf16) grid = walked_timelines(lengths, slots, tile, layout.max_items, grid, &wl);
   }
+  if (list_out != nullptr) *list_out = wl;
+  if (grid_out != nullptr) *grid_out = cluster == 0 && grid < int(wl.items.size()) ? grid : 0;
   std::vector<WorkItem> items = cluster > 0 ? std::move(cluster_items) : wl.items;
   set_kv_bases(items, kv, p.s_q);
   if (bytes < layout.total_bytes) {
@@ -295,10 +305,29 @@ bool covers_rows(const WorkList& wl, std::span<const std::int32_t> lengths) {
   return true;
 }
 
+// Whether `grid` CTAs, CTA c from item c by `next`, take every item exactly once.
+bool walks_every_item_once(std::span<const WorkItem> items, int grid) {
+  const std::int64_t n = std::int64_t(items.size());
+  std::vector<char> seen(items.size(), 0);
+  std::int64_t taken = 0;
+  for (std::int64_t c = 0; c < std::min<std::int64_t>(grid, n); ++c) {
+    for (std::int64_t i = c; i >= 0; i = items[std::size_t(i)].next) {
+      if (i >= n || seen[std::size_t(i)] != 0) return false;  // out of the list, or a second visit (a cycle)
+      seen[std::size_t(i)] = 1;
+      ++taken;
+    }
+  }
+  return taken == n;
+}
+
 }  // namespace
 
 Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
-  return plan_impl(p, nullptr, workspace, bytes, out);
+  return plan_impl(p, nullptr, 0, workspace, bytes, out);
+}
+
+Status plan_and_list(const Problem& p, void* workspace, std::size_t bytes, Plan* out, WorkList* list, int* grid) {
+  return plan_impl(p, nullptr, 0, workspace, bytes, out, list, grid);
 }
 
 Status list_setting(const Problem& p, ListSetting* out) {
@@ -312,11 +341,17 @@ Status list_setting(const Problem& p, ListSetting* out) {
   return Status::success();
 }
 
-Status plan_with_list(const Problem& p, const WorkList& wl, std::span<const std::int32_t> lengths, void* workspace,
-                      std::size_t bytes, Plan* out) {
-  if (p.kv.format == KvFormat::bf16) return {StatusCode::unsupported, "plan_with_list: fp8 and MXFP4 only"};
+Status plan_with_list(const Problem& p, const WorkList& wl, std::span<const std::int32_t> lengths, int grid,
+                      void* workspace, std::size_t bytes, Plan* out) {
   if (std::int64_t(lengths.size()) != p.total_q || !covers_rows(wl, lengths)) {
     return {StatusCode::invalid_argument, "plan_with_list: the list does not cover the problem's rows"};
+  }
+  const bool walks = grid > 0 && grid < int(wl.items.size());
+  if (walks && p.kv.format != KvFormat::bf16) {
+    return {StatusCode::unsupported, "plan_with_list: only bf16's CTAs walk several items"};
+  }
+  if (walks && !walks_every_item_once(wl.items, grid)) {
+    return {StatusCode::invalid_argument, "plan_with_list: the CTAs' chains do not take every item once"};
   }
   // Its counts from the list itself, and tokens_per_split at least its longest item (the kernels size
   // their loops by them).
@@ -338,7 +373,10 @@ Status plan_with_list(const Problem& p, const WorkList& wl, std::span<const std:
   // (The planner's own value where it holds every item: build_work_list's chunk may exceed its longest item.)
   const std::int64_t least = std::min<std::int64_t>((longest + tile - 1) / tile * tile, 1 << 30);
   if (own.tokens_per_split < least) own.tokens_per_split = int(least);
-  return plan_impl(p, &own, workspace, bytes, out);
+  if (!walks) {
+    for (WorkItem& it : own.items) it.next = -1;
+  }
+  return plan_impl(p, &own, walks ? grid : 0, workspace, bytes, out);
 }
 
 Status run(const Problem& p, const Plan& plan, void* stream) {
