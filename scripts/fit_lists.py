@@ -12,6 +12,7 @@ geomean change against list 0 (and the best any choice among the measured lists 
 --train EVEN|ODD fits on every other case and reports on the rest too. Needs scipy.
 
 usage: scripts/fit_lists.py BUILD_DIR FILE... [--start 9 numbers] [--eval] [--train even|odd] [--fixed i,j]
+       scripts/fit_lists.py BUILD_DIR FILE... --one-cta --median [--start 11 numbers] …   (bf16)
 """
 import argparse
 import math
@@ -22,25 +23,38 @@ from scipy.optimize import minimize
 
 NAMES = ["paired_tile_us", "lone_tile_us", "item_tiles", "item_latency_us", "launch_us", "cluster_merge_us",
          "partial_us", "split_request_us", "dram_tiles_per_us"]
+ONE_CTA_NAMES = ["tile_us", "tma_factor", "walk_factor", "item_latency_us", "item_tiles", "walk_item_tiles",
+                 "launch_us", "cluster_merge_us", "partial_us", "split_request_us", "dram_tiles_per_us"]
 
 
-def read(files):
-    meas, lists, cases = {}, [], []
+def read(files, one_cta=False, median=False):
+    """Measurements (the mean of the rounds, or their median), the lists in mla_pace_sim's input
+    format (with one_cta: "label tma clustered partials splits grid" then the items or chains), the cases."""
+    meas, lists, cases, tma = {}, [], [], {}
     for path in files:
         tag = os.path.basename(path).split(".")[0]
         for line in open(path):
             f = line.split()
-            if not f or f[0] not in ("M", "L"):
+            if not f or f[0] not in ("M", "L", "W"):
                 continue
             label = f"{tag}:{f[1]}"
             if f[0] == "M":
-                us = [float(x) for x in f[9:]]
-                meas[label] = sum(us) / len(us)
+                us = sorted(float(x) for x in f[9:])
+                meas[label] = us[len(us) // 2] if median else sum(us) / len(us)
+                tma[label] = f[7]
                 case = label.rsplit("/", 1)[0]
                 if case not in cases:
                     cases.append(case)
-            else:
-                lists.append(" ".join([label] + f[2:]))
+            elif not one_cta:
+                if f[0] == "L":
+                    lists.append(" ".join([label] + f[2:]))
+            elif f[0] == "L":  # clustered partials splits runs…
+                lists.append(" ".join([label, tma[label]] + f[2:5] + ["0"] + f[5:]))
+            else:  # grid partials splits | runs…
+                lists.append(" ".join([label, tma[label], "0", f[3], f[4], f[2]] + f[5:]))
+    if not one_cta:  # (walking lists need --one-cta)
+        keep = {l.split()[0] for l in lists}
+        meas = {k: v for k, v in meas.items() if k in keep}
     return meas, "\n".join(lists) + "\n", cases
 
 
@@ -52,9 +66,13 @@ def main():
     ap.add_argument("--eval", action="store_true")
     ap.add_argument("--train", default="", help="even or odd: fit on every other case")
     ap.add_argument("--fixed", default="", help="indices of parameters kept at START")
+    ap.add_argument("--one-cta", action="store_true", help="bf16: simulated_one_cta_us (OneCtaPace), W lines too")
+    ap.add_argument("--median", action="store_true", help="a list's µs: the median of its rounds, not the mean")
     a = ap.parse_args()
-    meas, lists, cases = read(a.files)
+    meas, lists, cases = read(a.files, a.one_cta, a.median)
     sim_bin = os.path.join(a.build_dir, "mla_pace_sim")
+    mode = ["--one-cta"] if a.one_cta else []
+    names = ONE_CTA_NAMES if a.one_cta else NAMES
     x0 = [float(v) for v in a.start.split(",")]
     fixed = {int(i) for i in a.fixed.split(",") if i}
     free = [i for i in range(len(x0)) if i not in fixed]
@@ -67,7 +85,7 @@ def main():
         return x
 
     def simulate(x):
-        out = subprocess.run([sim_bin] + [f"{v:.6f}" for v in x], input=lists, capture_output=True, text=True,
+        out = subprocess.run([sim_bin] + mode + [f"{v:.6f}" for v in x], input=lists, capture_output=True, text=True,
                              check=True).stdout
         return {l.split()[0]: float(l.split()[1]) for l in out.strip().split("\n")}
 
@@ -96,7 +114,7 @@ def main():
         x, fun = full(res.x), res.fun
     print("%s (loss %.3g):" % ("at START" if a.eval else "fit", fun))
     print("  " + ",".join(f"{v:.4g}" for v in x))
-    for n, v in zip(NAMES, x):
+    for n, v in zip(names, x):
         print(f"  {n:18s} {v:.4f}")
     pr = simulate(x)
     for part, keep in (("train", train), ("held out", set(cases) - train)):
