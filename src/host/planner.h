@@ -171,9 +171,9 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
 // kSimulatedMinGainPercent % faster — then the fastest such. kFp8Pace: least squares over 756 lists
 // of 92 cases, every list the planner weighed for each, measured in two H200 runs by mla_list_bench
 // (bench/pace/fp8_a.txt, fp8_b.txt; scripts/fit_lists.py): mean error 2.4 %; fitted on the first run's
-// cases alone it picked −0.67 % (geomean) on the second's. Measured on 44 new cases after the fit
-// (fp8_c.txt): 12 lists changed, −3.0 to +0.7 % each, −0.3 % geomean over the 44 (the fastest list
-// measured in each: −1.2 %). Its fitted numbers
+// cases alone it picked −0.67 % (geomean) on the second's. Measured on 84 new cases after the fit
+// (fp8_c.txt, fp8_d.txt): 28 lists changed, −5.9 to +0.7 % each (4 of them +0.3 to +0.7 %); −0.3 %
+// and −1.0 % geomean over the two runs' 44 and 40 cases (the fastest list measured: −1.2 and −1.4 %). Its fitted numbers
 // sit in a flat valley (latency ~0 here, the per-item tiles carrying it); refitted on all three runs
 // they move by under 10 % and pick another list at 52 of 2,740 batches of a CPU sweep (1–600 requests).
 constexpr int kSimulatedTimelineOverheads = 6;
