@@ -745,6 +745,73 @@ int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, 
   return n;
 }
 
+bool is_work_list_of(const WorkList& wl, std::span<const std::int32_t> kv_lengths) {
+  const std::size_t rows = kv_lengths.size();
+  if (wl.splits.size() != rows) return false;
+  // The splits' slot ranges: within the list's slots, none overlapping.
+  std::int64_t slots = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+  for (const RequestSplit& sp : wl.splits) {
+    if (sp.num_partials < 0 || sp.first_partial < 0) return false;
+    slots += sp.num_partials;
+    if (sp.num_partials > 0) ranges.push_back({sp.first_partial, std::int64_t(sp.first_partial) + sp.num_partials});
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (std::size_t k = 0; k < ranges.size(); ++k) {
+    if (ranges[k].second > slots || (k > 0 && ranges[k].first < ranges[k - 1].second)) return false;
+  }
+  // Items by request and start: each request's items tile [0, L); slots used once.
+  std::vector<const WorkItem*> by(wl.items.size());
+  for (std::size_t i = 0; i < wl.items.size(); ++i) {
+    const WorkItem& it = wl.items[i];
+    if (it.request < 0 || std::size_t(it.request) >= rows || it.kv_begin < 0 || it.kv_end < it.kv_begin ||
+        it.kv_end > kv_lengths[std::size_t(it.request)]) {
+      return false;
+    }
+    const RequestSplit& sp = wl.splits[std::size_t(it.request)];
+    if (sp.num_partials == 0 ? it.partial != -1
+                             : it.partial < sp.first_partial || it.partial >= sp.first_partial + sp.num_partials) {
+      return false;
+    }
+    by[i] = &it;
+  }
+  std::sort(by.begin(), by.end(), [](const WorkItem* a, const WorkItem* b) {
+    return a->request != b->request ? a->request < b->request : a->kv_begin < b->kv_begin;
+  });
+  std::vector<char> used(std::size_t(slots), 0);
+  std::size_t i = 0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::int64_t at = 0, pieces = 0;
+    for (; i < by.size() && std::size_t(by[i]->request) == r; ++i, ++pieces) {
+      const WorkItem& it = *by[i];
+      if (it.kv_begin != at || (it.kv_end == it.kv_begin && kv_lengths[r] != 0))
+        return false;  // a gap, overlap or empty piece
+      at = it.kv_end;
+      if (it.partial >= 0) {
+        if (used[std::size_t(it.partial)] != 0) return false;
+        used[std::size_t(it.partial)] = 1;
+      }
+    }
+    if (at != kv_lengths[r] || pieces == 0 || (kv_lengths[r] == 0 && pieces != 1)) return false;
+    if (wl.splits[r].num_partials != 0 && wl.splits[r].num_partials != pieces) return false;
+  }
+  return true;
+}
+
+bool walks_every_item_once(std::span<const WorkItem> items, int grid) {
+  const std::int64_t n = std::int64_t(items.size());
+  std::vector<char> seen(items.size(), 0);
+  std::int64_t taken = 0;
+  for (std::int64_t c = 0; c < std::min<std::int64_t>(grid, n); ++c) {
+    for (std::int64_t i = c; i >= 0; i = items[std::size_t(i)].next) {
+      if (i >= n || seen[std::size_t(i)] != 0) return false;  // out of the list, or a second visit (a cycle)
+      seen[std::size_t(i)] = 1;
+      ++taken;
+    }
+  }
+  return taken == n;
+}
+
 void set_kv_bases(std::span<WorkItem> items, std::span<const std::int32_t> kv_indptr, int s_q) {
   for (WorkItem& it : items) it.kv_base = kv_indptr[std::size_t(it.request / s_q)];
 }

@@ -173,9 +173,9 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
 // (bench/pace/fp8_a.txt, fp8_b.txt; scripts/fit_lists.py): mean error 2.4 %; fitted on the first run's
 // cases alone it picked −0.67 % (geomean) on the second's. Measured on 84 new cases after the fit
 // (fp8_c.txt, fp8_d.txt): 28 lists changed, −5.9 to +0.7 % each (4 of them +0.3 to +0.7 %); −0.3 %
-// and −1.0 % geomean over the two runs' 44 and 40 cases (the fastest list measured: −1.2 and −1.4 %). Its fitted numbers
-// sit in a flat valley (latency ~0 here, the per-item tiles carrying it); refitted on all three runs
-// they move by under 10 % and pick another list at 52 of 2,740 batches of a CPU sweep (1–600 requests).
+// and −1.0 % geomean over the two runs' 44 and 40 cases (the fastest list measured: −1.2 and −1.4 %). Its fitted
+// numbers sit in a flat valley (latency ~0 here, the per-item tiles carrying it); refitted on all three runs they move
+// by under 10 % and pick another list at 52 of 2,740 batches of a CPU sweep (1–600 requests).
 constexpr int kSimulatedTimelineOverheads = 6;
 constexpr int kSimulatedMinGainPercent = 1;
 constexpr LaunchPace kFp8Pace{1.943, 1.572, 1.425, 0.01028, 10.34, 2.804, 0.008806, 6.329e-06, 114.8};
@@ -189,6 +189,16 @@ WorkList simulated_work_list(std::span<const std::int32_t> kv_lengths, int slots
 // of n CTAs per row then merges the row in shared memory. Returns n, or 0 (and leaves `items` alone)
 // when no row is split, n > max_cluster, or rows · n items exceed one wave of `slots`.
 int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, std::vector<WorkItem>* items);
+
+// Whether `wl` is a well-formed list of requests of these lengths (what a plan may launch): one split
+// per request; every item within its request; a request's items cover [0, L) exactly, without
+// overlap (an empty request: one empty item, which writes its zeros); a whole request's item has
+// partial -1, a split one's items distinct slots of its split's range, every range within the list's
+// partial slots (the sum of the splits') and no two ranges overlapping.
+bool is_work_list_of(const WorkList& wl, std::span<const std::int32_t> kv_lengths);
+
+// Whether `grid` CTAs, CTA c from item c by `next`, take every item of `items` exactly once.
+bool walks_every_item_once(std::span<const WorkItem> items, int grid);
 
 // Sets every item's kv_base to kv_indptr[b] of its request b = item.request / s_q (the CUDA plan's
 // items name virtual requests b·s_q + i; the CPU plan's, with s_q = 1 here, name b).

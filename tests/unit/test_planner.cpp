@@ -473,6 +473,62 @@ TEST(Planner, Fp8ListsBySimulatedLaunch) {
   }
 }
 
+// is_work_list_of and walks_every_item_once (plan_with_list's checks of a given list): the planner's
+// lists pass; a gap, an overlap, a missing empty request, a slot used twice or out of its split's
+// range, overlapping splits, and chains that skip or revisit an item do not.
+TEST(Planner, WorkListChecks) {
+  const std::vector<std::int32_t> lens = testing::ragged_lengths(150, 3, 4096);  // (with empty requests)
+  constexpr int kSlots = 264, kTile = 64;
+  const int room = int(lens.size()) + kSlots;
+  int used = 0;
+  const WorkList lists[] = {build_work_list(lens, kSlots, kTile), balanced_work_list(lens, kSlots, kTile, room, true),
+                            simulated_work_list(lens, kSlots, kTile, room, kFp8Pace),
+                            walked_timeline_list(lens, 132, kTile, 1, &used)};
+  for (const WorkList& wl : lists) EXPECT_TRUE(is_work_list_of(wl, lens));
+  const WorkList& tl = lists[3];
+  ASSERT_GT(tl.num_split_requests, 1);
+  EXPECT_TRUE(walks_every_item_once(tl.items, used));
+  const auto broken = [&](const std::function<void(WorkList*)>& change) {
+    WorkList wl = tl;
+    change(&wl);
+    return !is_work_list_of(wl, lens);
+  };
+  const auto split_item = [&](const WorkList& wl) {  // an item of a split request
+    for (std::size_t i = 0; i < wl.items.size(); ++i) {
+      if (wl.items[i].partial >= 0) return i;
+    }
+    return wl.items.size();
+  };
+  const std::size_t s = split_item(tl);
+  ASSERT_LT(s, tl.items.size());
+  EXPECT_TRUE(broken([&](WorkList* wl) { wl->items[s].kv_end -= 1; }));  // a gap (or a shorter request)
+  std::size_t later = 0;  // a later piece of a split request: starting one token earlier overlaps its predecessor
+  while (later < tl.items.size() && (tl.items[later].partial < 0 || tl.items[later].kv_begin == 0)) ++later;
+  ASSERT_LT(later, tl.items.size());
+  EXPECT_TRUE(broken([&](WorkList* wl) { wl->items[later].kv_begin -= 1; }));
+  EXPECT_TRUE(broken([&](WorkList* wl) {  // the same slot twice
+    for (WorkItem& it : wl->items) {
+      if (it.request == wl->items[s].request && &it != &wl->items[s]) it.partial = wl->items[s].partial;
+    }
+  }));
+  EXPECT_TRUE(broken([&](WorkList* wl) { wl->items[s].partial = -1; }));
+  EXPECT_TRUE(broken([&](WorkList* wl) { wl->splits[std::size_t(wl->items[s].request)].first_partial += 1; }));
+  EXPECT_TRUE(broken([&](WorkList* wl) { wl->splits.pop_back(); }));
+  EXPECT_TRUE(broken([&](WorkList* wl) {  // an empty request without its item
+    for (std::size_t i = 0; i < wl->items.size(); ++i) {
+      if (wl->items[i].kv_end == 0) {
+        wl->items.erase(wl->items.begin() + std::ptrdiff_t(i));
+        return;
+      }
+    }
+  }));
+  WorkList cycle = tl;
+  ASSERT_GT(cycle.items.size(), std::size_t(used));
+  cycle.items[std::size_t(used)].next = used;
+  EXPECT_FALSE(walks_every_item_once(cycle.items, used));
+  EXPECT_FALSE(walks_every_item_once(tl.items, used - 1));  // the last CTA's chain untaken
+}
+
 // MXFP4's lists by the simulation (kSmBound, perf-notes v130, v131): 104 requests of 2048 tokens keep their
 // halves merged in clusters of 2 by the tile model (208 items, 56 SMs with one CTA; the timelines
 // cost within a tile of it there), and take the timelines by the simulation (measured −8.1 %); the

@@ -279,47 +279,6 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   return Status::success();
 }
 
-// Whether `wl` is a list of p's rows (one virtual request per q row of `lengths`): every item within its
-// row, every row's tokens covered once and every row in at least one item, partial slots as its
-// splits say.
-bool covers_rows(const WorkList& wl, std::span<const std::int32_t> lengths) {
-  const std::size_t rows = lengths.size();
-  if (wl.splits.size() != rows) return false;
-  std::vector<std::int64_t> covered(rows, 0), items(rows, 0);
-  for (const WorkItem& it : wl.items) {
-    if (it.request < 0 || std::size_t(it.request) >= rows || it.kv_begin < 0 || it.kv_end < it.kv_begin ||
-        it.kv_end > lengths[std::size_t(it.request)]) {
-      return false;
-    }
-    const RequestSplit& sp = wl.splits[std::size_t(it.request)];
-    if (sp.num_partials == 0 ? it.partial != -1
-                             : it.partial < sp.first_partial || it.partial >= sp.first_partial + sp.num_partials) {
-      return false;
-    }
-    covered[std::size_t(it.request)] += it.kv_end - it.kv_begin;
-    ++items[std::size_t(it.request)];
-  }
-  for (std::size_t r = 0; r < rows; ++r) {
-    if (covered[r] != lengths[r] || items[r] == 0) return false;  // (an empty row's item writes its zeros)
-  }
-  return true;
-}
-
-// Whether `grid` CTAs, CTA c from item c by `next`, take every item exactly once.
-bool walks_every_item_once(std::span<const WorkItem> items, int grid) {
-  const std::int64_t n = std::int64_t(items.size());
-  std::vector<char> seen(items.size(), 0);
-  std::int64_t taken = 0;
-  for (std::int64_t c = 0; c < std::min<std::int64_t>(grid, n); ++c) {
-    for (std::int64_t i = c; i >= 0; i = items[std::size_t(i)].next) {
-      if (i >= n || seen[std::size_t(i)] != 0) return false;  // out of the list, or a second visit (a cycle)
-      seen[std::size_t(i)] = 1;
-      ++taken;
-    }
-  }
-  return taken == n;
-}
-
 }  // namespace
 
 Status plan(const Problem& p, void* workspace, std::size_t bytes, Plan* out) {
@@ -343,7 +302,7 @@ Status list_setting(const Problem& p, ListSetting* out) {
 
 Status plan_with_list(const Problem& p, const WorkList& wl, std::span<const std::int32_t> lengths, int grid,
                       void* workspace, std::size_t bytes, Plan* out) {
-  if (std::int64_t(lengths.size()) != p.total_q || !covers_rows(wl, lengths)) {
+  if (std::int64_t(lengths.size()) != p.total_q || !is_work_list_of(wl, lengths)) {
     return {StatusCode::invalid_argument, "plan_with_list: the list does not cover the problem's rows"};
   }
   const bool walks = grid > 0 && grid < int(wl.items.size());
@@ -361,11 +320,6 @@ Status plan_with_list(const Problem& p, const WorkList& wl, std::span<const std:
     own.num_partials += sp.num_partials;
     own.num_split_requests += sp.num_partials > 0 ? 1 : 0;
     own.max_request_partials = std::max(own.max_request_partials, sp.num_partials);
-  }
-  for (const RequestSplit& sp : own.splits) {
-    if (sp.num_partials > 0 && sp.first_partial + sp.num_partials > own.num_partials) {
-      return {StatusCode::invalid_argument, "plan_with_list: partial slots beyond the list's partials"};
-    }
   }
   const int tile = sm90::decode_tile_tokens(p.kv.format);
   std::int64_t longest = 0;
