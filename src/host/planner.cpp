@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <queue>
 
 namespace mla {
@@ -99,13 +100,6 @@ std::int64_t total_cost(std::span<const std::int32_t> kv_lengths, int tile, int 
   std::int64_t total = 0;
   for (std::int32_t len : kv_lengths) total += item_cost(len, tile, overhead);
   return total;
-}
-
-// A list's tokens_per_split: its longest item, rounded up to the tile (saturating at 2^30).
-void set_tokens_per_split(WorkList* wl, int tile) {
-  std::int64_t longest = 0;
-  for (const WorkItem& it : wl->items) longest = std::max<std::int64_t>(longest, it.kv_end - it.kv_begin);
-  wl->tokens_per_split = int(std::min<std::int64_t>((longest + tile - 1) / tile * tile, 1 << 30));
 }
 
 // The costliest chain of a walking grid of `grid` CTAs: CTA c's items from item c by `next`, each at
@@ -313,6 +307,13 @@ WorkList least_timeline_list(std::span<const std::int32_t> kv_lengths, int slots
 
 }  // namespace
 
+void set_tokens_per_split(WorkList* wl, int tile) {
+  tile = std::max(tile, 1);
+  std::int64_t longest = 0;
+  for (const WorkItem& it : wl->items) longest = std::max<std::int64_t>(longest, it.kv_end - it.kv_begin);
+  wl->tokens_per_split = int(std::min<std::int64_t>((longest + tile - 1) / tile * tile, 1 << 30));
+}
+
 WorkspaceLayout workspace_layout(int requests, int rows_per_item, int target_items) {
   WorkspaceLayout w;
   w.max_items = requests + std::max(target_items, 1);
@@ -409,6 +410,30 @@ double list_least_us(std::span<const WorkItem> items, int sms, int tile, double 
   return std::max(least_launch_us(work, std::int64_t(items.size()), sms, merge, pace), alone + merge);
 }
 
+// Work lists' simulated launches (simulated_launch_us) on slots / 2 SMs of two slots, rows split in
+// two merged in clusters where every cluster fits one wave, as the CUDA plan does (cluster_work_list).
+struct ListSimulation {
+  int batch;
+  int slots;
+  int tile;
+  const LaunchPace& pace;
+
+  int sms() const { return std::max(1, slots / 2); }
+  bool clustered(const WorkList& wl) const { return cluster_size(wl, batch, 2, slots) == 2; }
+  double merge(const WorkList& wl) const {
+    return merge_us(clustered(wl), wl.num_partials, wl.num_split_requests, pace);
+  }
+  double us(const WorkList& wl) const {
+    return simulated_launch_us(wl.items, sms(), tile, clustered(wl), wl.num_partials, wl.num_split_requests, pace);
+  }
+  double least_us(const WorkList& wl) const { return list_least_us(wl.items, sms(), tile, merge(wl), pace); }
+  // What no list of these requests beats: least_launch_us of every request whole.
+  double whole_least_us(std::span<const std::int32_t> kv_lengths) const {
+    const double work = double(total_cost(kv_lengths, tile, 0)) + double(batch) * pace.item_tiles;
+    return least_launch_us(work, batch, sms(), 0, pace);
+  }
+};
+
 }  // namespace
 
 double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, bool clustered, int partials,
@@ -443,11 +468,12 @@ double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, b
     for (const Cta& c : s.cta) k += c.busy && c.ready <= s.at ? 1 : 0;
     return k;
   };
-  const auto per_tile_us = [&](const Sm& s) { return computing(s) == 2 ? pace.paired_tile_us : pace.lone_tile_us; };
+  const auto pace_of = [&](int k) { return k == 2 ? pace.paired_tile_us : pace.lone_tile_us; };
+  const auto per_tile_us = [&](const Sm& s) { return pace_of(computing(s)); };
   // Tiles per µs SM s asks of the DRAM as of s.at.
   const auto demand = [&](const Sm& s) {
     const int k = computing(s);
-    return k == 0 ? 0.0 : k / per_tile_us(s);
+    return k == 0 ? 0.0 : k / pace_of(k);
   };
   // Moves SM s from s.at to `now` (no event of s lies between).
   const auto advance = [&](Sm& s, double now) {
@@ -548,21 +574,16 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   const auto tile_cost = [&](const WorkList& wl) {
     return list_makespan(wl.items, slots, tile, item_overhead_tiles) + split_cost(wl.num_partials);
   };
-  // With a pace, lists are compared by their simulated launch, in ns (rows split in two merge in
-  // clusters where every cluster fits one wave, as the CUDA plan does: cluster_work_list).
+  // With a pace, lists are compared by their simulated launch (ListSimulation), in ns.
   const LaunchPace* pace = model.pace;
-  const int sms = std::max(1, slots / 2);
-  const auto clustered = [&](const WorkList& wl) { return cluster_size(wl, batch, 2, slots) == 2; };
+  std::optional<ListSimulation> sim;
+  if (pace != nullptr) sim.emplace(ListSimulation{batch, slots, tile, *pace});
   const auto cost = [&](const WorkList& wl) {
     if (pace == nullptr) return tile_cost(wl);
-    return std::int64_t(std::llround(
-        1000 * simulated_launch_us(wl.items, sms, tile, clustered(wl), wl.num_partials, wl.num_split_requests, *pace)));
+    return std::int64_t(std::llround(1000 * sim->us(wl)));
   };
   // A bound under cost(wl), simulated (list_least_us): lists it puts past the bar go unsimulated.
-  const auto least_cost = [&](const WorkList& wl) {
-    const double merge = merge_us(clustered(wl), wl.num_partials, wl.num_split_requests, *pace);
-    return std::int64_t(1000 * list_least_us(wl.items, sms, tile, merge, *pace));
-  };
+  const auto least_cost = [&](const WorkList& wl) { return std::int64_t(1000 * sim->least_us(wl)); };
   const std::int64_t tile_base = tile_cost(best);
   const std::int64_t base = pace == nullptr ? tile_base : cost(best);
   std::int64_t best_cost = base;
@@ -572,8 +593,7 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   const std::int64_t least_load = total_cost(kv_lengths, tile, item_overhead_tiles);
   if (std::int64_t(100) * (least_load / slots) > std::int64_t(100 - min_gain_percent) * tile_base) return best;
   if (pace != nullptr) {
-    const double work = double(total_cost(kv_lengths, tile, 0)) + double(batch) * pace->item_tiles;
-    const std::int64_t least = std::int64_t(1000 * least_launch_us(work, batch, sms, 0, *pace));
+    const std::int64_t least = std::int64_t(1000 * sim->whole_least_us(kv_lengths));
     if (std::int64_t(100) * least > std::int64_t(100 - min_gain_percent) * base) return best;
   }
   // Only a clear gain replaces the even-share list (the model ignores DRAM's share of the time).
@@ -685,18 +705,10 @@ WorkList simulated_work_list(std::span<const std::int32_t> kv_lengths, int slots
   tile = std::max(tile, 1);
   std::vector<WorkList> weighed;
   WorkList best = balanced_work_list(kv_lengths, slots, tile, max_items, true, kDramBound, &weighed);
-  const int batch = int(kv_lengths.size()), sms = std::max(1, slots / 2);
-  const auto clustered = [&](const WorkList& wl) { return cluster_size(wl, batch, 2, slots) == 2; };
-  const auto merge = [&](const WorkList& wl) {
-    return merge_us(clustered(wl), wl.num_partials, wl.num_split_requests, pace);
-  };
-  const auto simulated = [&](const WorkList& wl) {
-    return simulated_launch_us(wl.items, sms, tile, clustered(wl), wl.num_partials, wl.num_split_requests, pace);
-  };
-  const double bar = simulated(best) * (100 - kSimulatedMinGainPercent) / 100;
-  // No list does better than least_launch_us of every request whole (many waves: nothing to try).
-  const double whole_work = double(total_cost(kv_lengths, tile, 0)) + double(batch) * pace.item_tiles;
-  if (least_launch_us(whole_work, batch, sms, 0, pace) >= bar) return best;
+  const ListSimulation sim{int(kv_lengths.size()), slots, tile, pace};
+  const double bar = sim.us(best) * (100 - kSimulatedMinGainPercent) / 100;
+  // No list does better than every request whole (many waves: nothing to try).
+  if (sim.whole_least_us(kv_lengths) >= bar) return best;
   // Every list weighed and the timelines at each overhead, each once (the tile model's own list too).
   for (int overhead = 1; overhead <= kSimulatedTimelineOverheads; ++overhead) {
     int used = 0;
@@ -708,14 +720,14 @@ WorkList simulated_work_list(std::span<const std::int32_t> kv_lengths, int slots
   // lists go unsimulated; the fastest wins, on a tie the one weighed first.
   std::vector<std::pair<double, std::size_t>> order;
   for (std::size_t i = 0; i < weighed.size(); ++i) {
-    order.push_back({list_least_us(weighed[i].items, sms, tile, merge(weighed[i]), pace), i});
+    order.push_back({sim.least_us(weighed[i]), i});
   }
   std::sort(order.begin(), order.end());
   double best_us = bar;
   std::size_t pick = weighed.size();
   for (const auto& [least, i] : order) {
     if (least >= best_us) break;
-    const double us = simulated(weighed[i]);
+    const double us = sim.us(weighed[i]);
     if (us < best_us || (us == best_us && pick < weighed.size() && i < pick)) {
       best_us = us;
       pick = i;

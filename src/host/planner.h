@@ -70,6 +70,9 @@ struct WorkList {
   int max_request_partials = 0;  // most partials of one request (0 when nothing is split)
 };
 
+// Sets a list's tokens_per_split to its longest item, rounded up to `tile` (saturating at 2^30).
+void set_tokens_per_split(WorkList* wl, int tile);
+
 // Splits every request into ceil(L_b / chunk) items of at most `chunk` tokens, chunk a multiple
 // of `tile`: the smallest one whose items fit in one wave of `target_items` (SMs × resident CTAs)
 // when batch <= target_items, else an even share of all tokens per item. Empty requests get one

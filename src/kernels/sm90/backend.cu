@@ -321,12 +321,10 @@ Status plan_with_list(const Problem& p, const WorkList& wl, std::span<const std:
     own.num_split_requests += sp.num_partials > 0 ? 1 : 0;
     own.max_request_partials = std::max(own.max_request_partials, sp.num_partials);
   }
-  const int tile = sm90::decode_tile_tokens(p.kv.format);
-  std::int64_t longest = 0;
-  for (const WorkItem& it : own.items) longest = std::max<std::int64_t>(longest, it.kv_end - it.kv_begin);
   // (The planner's own value where it holds every item: build_work_list's chunk may exceed its longest item.)
-  const std::int64_t least = std::min<std::int64_t>((longest + tile - 1) / tile * tile, 1 << 30);
-  if (own.tokens_per_split < least) own.tokens_per_split = int(least);
+  const int given = own.tokens_per_split;
+  set_tokens_per_split(&own, sm90::decode_tile_tokens(p.kv.format));
+  own.tokens_per_split = std::max(given, own.tokens_per_split);
   if (!walks) {
     for (WorkItem& it : own.items) it.next = -1;
   }
