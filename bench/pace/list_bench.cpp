@@ -23,13 +23,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "host/cuda_backend.h"
 #include "host/planner.h"
+#include "kernels/common/bf16.h"
 #include "mla/mla.h"
 #include "testing/device_inputs.h"
 #include "testing/gpu_timing.h"
@@ -91,18 +91,11 @@ std::string list_runs(const std::vector<mla::WorkItem>& items, int tile) {
   return out;
 }
 
-double bf16_value(std::uint16_t bits) {
-  const std::uint32_t u = std::uint32_t(bits) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 // Largest |a − b| over the largest |b| (NaN anywhere: infinity).
 double relative_diff(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b) {
   double diff = 0, scale = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    const double x = bf16_value(a[i]), y = bf16_value(b[i]);
+    const double x = mla::bf16_to_float(a[i]), y = mla::bf16_to_float(b[i]);
     if (!std::isfinite(x) || !std::isfinite(y)) return INFINITY;
     diff = std::max(diff, std::fabs(x - y));
     scale = std::max(scale, std::fabs(y));

@@ -20,6 +20,18 @@
 namespace mla {
 namespace {
 
+// The same items (request, range, partial slot) in the same order, and the same tokens_per_split.
+bool same(const WorkList& a, const WorkList& b) {
+  if (a.items.size() != b.items.size() || a.tokens_per_split != b.tokens_per_split) return false;
+  for (std::size_t i = 0; i < a.items.size(); ++i) {
+    if (a.items[i].request != b.items[i].request || a.items[i].kv_begin != b.items[i].kv_begin ||
+        a.items[i].kv_end != b.items[i].kv_end || a.items[i].partial != b.items[i].partial) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // A work list of `lens` covers every token exactly once, longest item first, with consistent
 // partial slots, in at most `max_items` items.
 void check_list(const WorkList& wl, const std::vector<std::int32_t>& lens, int target, int tile, int max_items) {
@@ -432,16 +444,6 @@ TEST(Planner, SimulatedLaunchSharesTheDram) {
 // and 400 × 1024 (two waves of whole requests) take timelines (measured −5.9 % and −7.8 %).
 TEST(Planner, Fp8ListsBySimulatedLaunch) {
   constexpr int kSlots = 264, kTile = 64;
-  const auto same = [](const WorkList& a, const WorkList& b) {
-    if (a.items.size() != b.items.size()) return false;
-    for (std::size_t i = 0; i < a.items.size(); ++i) {
-      if (a.items[i].request != b.items[i].request || a.items[i].kv_begin != b.items[i].kv_begin ||
-          a.items[i].kv_end != b.items[i].kv_end) {
-        return false;
-      }
-    }
-    return true;
-  };
   for (const int batch : {4, 32, 64, 256}) {
     for (const int kv : {1024, 8192}) {
       SCOPED_TRACE(std::to_string(batch) + " x " + std::to_string(kv));
@@ -591,16 +593,6 @@ TEST(Planner, SmBoundItemsCostLess) {
 // Where cutting gains less than kMinGainPercent — one wave, a full or nearly full last wave (the
 // suite's 256 × 8192 and 256 × 1024 on 132 slots), or many waves — the list is build_work_list's.
 TEST(Planner, BalancedListKeepsWhatCuttingCannotImprove) {
-  const auto same = [](const WorkList& a, const WorkList& b) {
-    if (a.items.size() != b.items.size() || a.tokens_per_split != b.tokens_per_split) return false;
-    for (std::size_t i = 0; i < a.items.size(); ++i) {
-      if (a.items[i].request != b.items[i].request || a.items[i].kv_begin != b.items[i].kv_begin ||
-          a.items[i].kv_end != b.items[i].kv_end || a.items[i].partial != b.items[i].partial) {
-        return false;
-      }
-    }
-    return true;
-  };
   struct Case {
     int batch, len, slots;
   };
