@@ -150,9 +150,9 @@ Status workspace_size(const Problem& p, Backend backend, std::size_t* bytes);
 // kv_indptr starts at 0). Call again whenever batch, lengths or page table change. Host cost
 // (cuda, besides its copies): up to ~0.2 ms (bf16, MXFP4) or ~0.5 ms (fp8) for uniform batches of
 // up to 256 requests; for ragged ones of 64–600 requests, whose plan is re-cut to balance the SMs,
-// up to ~1.5 ms (bf16), ~2.5 ms (MXFP4) or ~3 ms (fp8; both formats' candidate plans are also
-// simulated); ~2.5 ms (bf16) to ~4 ms (fp8, MXFP4) at 20,000 requests (measured on a 2-core build
-// machine; perf-notes v119–v122, v130, v132).
+// up to ~1 ms (bf16) or ~3 ms (fp8, MXFP4: their candidate plans are also simulated); up to ~2.5 ms
+// at 20,000 requests (measured on a 2-core build machine; perf-notes v119–v122, v130, v132, and
+// "plan()'s host cost, session 33").
 Status plan(const Problem& p, Backend backend, void* workspace, std::size_t workspace_bytes, Plan* out);
 
 // Runs the decode. cuda: asynchronous on `stream` (a cudaStream_t, nullptr = default stream), no

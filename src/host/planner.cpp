@@ -48,9 +48,25 @@ WorkList work_list_from_chunks(std::span<const std::int32_t> kv_lengths, std::sp
     wl.max_request_partials = std::max(wl.max_request_partials, wl.splits[std::size_t(b)].num_partials);
     ++wl.num_split_requests;
   }
-  std::stable_sort(wl.items.begin(), wl.items.end(), [](const WorkItem& a, const WorkItem& b) {
-    return (a.kv_end - a.kv_begin) > (b.kv_end - b.kv_begin);
-  });
+  // Longest first, stably (an LSD radix sort of the lengths' complements, a byte per pass; passes
+  // whose byte is the same for every item are skipped).
+  const std::size_t n = wl.items.size();
+  std::vector<std::uint32_t> key(n), order(n), next(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    key[i] = ~std::uint32_t(wl.items[i].kv_end - wl.items[i].kv_begin);
+    order[i] = std::uint32_t(i);
+  }
+  for (int shift = 0; shift < 32; shift += 8) {
+    std::size_t count[257] = {};
+    for (std::uint32_t k : key) ++count[((k >> shift) & 0xff) + 1];
+    if (std::find(std::begin(count), std::end(count), n) != std::end(count)) continue;  // one bucket: no change
+    for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
+    for (std::uint32_t i : order) next[count[(key[i] >> shift) & 0xff]++] = i;
+    order.swap(next);
+  }
+  std::vector<WorkItem> sorted(n);
+  for (std::size_t i = 0; i < n; ++i) sorted[i] = wl.items[order[i]];
+  wl.items = std::move(sorted);
   return wl;
 }
 
@@ -125,35 +141,59 @@ std::vector<std::int64_t> item_costs(std::span<const WorkItem> items, int tile, 
 }
 
 // The costs of every request cut at `chunk` tokens (work_list_from_chunks' pieces), costliest
-// first: the list that work_list_from_chunks would make, without making it.
+// first: the list that work_list_from_chunks would make, without making it. (A request's pieces but
+// its last cost the same, so they are counted per cost and written out costliest first: a counting
+// sort, as the costs are small integers — at most the longest request's tiles plus `overhead`.)
 void chunk_costs(std::span<const std::int32_t> kv_lengths, std::int64_t chunk, int tile, int overhead,
-                 std::vector<std::int64_t>* costs) {
-  costs->clear();
+                 std::vector<std::int64_t>* costs, std::vector<std::int64_t>* counts) {
+  counts->clear();
+  const auto count = [&](std::int64_t cost, std::int64_t k) {
+    if (std::size_t(cost) >= counts->size()) counts->resize(std::size_t(cost) + 1, 0);
+    (*counts)[std::size_t(cost)] += k;
+  };
   for (std::int32_t len : kv_lengths) {
     const std::int64_t n = pieces(len, chunk);
     const std::int64_t per = n == 1 ? len : piece_tokens(len, n, tile);
-    for (std::int64_t begin = 0, k = 0; k < n; begin += per, ++k) {
-      costs->push_back(item_cost(std::min<std::int64_t>(len, begin + per) - begin, tile, overhead));
-    }
+    // Pieces 0 .. n − 2 hold `per` tokens each (each begins before len); the last holds the rest.
+    const std::int64_t last = len - (n - 1) * per;
+    if (n > 1) count(item_cost(per, tile, overhead), n - 1);
+    count(item_cost(last, tile, overhead), 1);
   }
-  std::sort(costs->begin(), costs->end(), std::greater<>());
+  costs->clear();
+  for (std::size_t c = counts->size(); c-- > 0;)
+    costs->insert(costs->end(), std::size_t((*counts)[c]), std::int64_t(c));
 }
 
-// list_makespan of items of these costs, in this order.
-std::int64_t makespan_of(std::span<const std::int64_t> costs, int slots) {
-  // Finish times of the busy slots, earliest on top; a slot takes the next item when it frees.
-  std::priority_queue<std::int64_t, std::vector<std::int64_t>, std::greater<>> free_at;
+// list_makespan of items of these costs, in this order. `free_at` (a buffer): the busy slots' finish
+// times, a min-heap; a slot takes the next item when it frees (the top replaced: one sift).
+std::int64_t makespan_of(std::span<const std::int64_t> costs, int slots, std::vector<std::int64_t>* free_at) {
+  free_at->clear();
   std::int64_t end = 0;
   for (std::int64_t cost : costs) {
-    std::int64_t start = 0;
-    if (int(free_at.size()) == slots) {
-      start = free_at.top();
-      free_at.pop();
+    if (int(free_at->size()) < slots) {
+      free_at->push_back(cost);
+      std::push_heap(free_at->begin(), free_at->end(), std::greater<>());
+      end = std::max(end, cost);
+      continue;
     }
-    free_at.push(start + cost);
-    end = std::max(end, start + cost);
+    std::int64_t* h = free_at->data();
+    const std::size_t size = free_at->size();
+    const std::int64_t e = h[0] + cost;
+    end = std::max(end, e);
+    std::size_t i = 0;
+    for (std::size_t child = 1; child < size; child = 2 * i + 1) {
+      if (child + 1 < size && h[child + 1] < h[child]) ++child;
+      if (!(h[child] < e)) break;
+      h[i] = h[child];
+      i = child;
+    }
+    h[i] = e;
   }
   return end;
+}
+std::int64_t makespan_of(std::span<const std::int64_t> costs, int slots) {
+  std::vector<std::int64_t> free_at;
+  return makespan_of(costs, slots, &free_at);
 }
 
 // The chunk, in tiles, at which every request cut (work_list_from_chunks with one chunk) makes a
@@ -185,7 +225,7 @@ std::int64_t cheapest_chunk_tiles(std::span<const std::int32_t> kv_lengths, int 
     }
     return next;
   };
-  std::vector<std::int64_t> costs;
+  std::vector<std::int64_t> costs, counts;
   std::int64_t best = 0;
   const auto try_chunk = [&](std::int64_t ct) {  // false: nothing finer can qualify
     std::int64_t n = 0, partials = 0, costliest = 0;
@@ -199,7 +239,7 @@ std::int64_t cheapest_chunk_tiles(std::span<const std::int32_t> kv_lengths, int 
     if (n > max_items || mean > limit) return false;
     const std::int64_t bar = best == 0 ? limit : std::min(limit, *best_cost - 1);
     if (n <= min_items || costliest > bar || mean > bar) return true;
-    chunk_costs(kv_lengths, ct * tile, tile, overhead, &costs);
+    chunk_costs(kv_lengths, ct * tile, tile, overhead, &costs, &counts);
     const std::int64_t c = cost(std::span<const std::int64_t>(costs), partials);
     if (c <= bar) {
       *best_cost = c;
@@ -669,10 +709,11 @@ WorkList balanced_work_list(std::span<const std::int32_t> kv_lengths, int slots,
   // near a wave's size keeps its longest requests nearly whole: 256 requests of up to 8192 tokens
   // on 264 slots run 124-tile items beside a mean of 60.)
   std::int64_t chunk_cost = 0;
+  std::vector<std::int64_t> free_at;
   const std::int64_t chunk_tiles = cheapest_chunk_tiles(
       kv_lengths, tile, item_overhead_tiles, slots, slots, max_items, (100 - min_gain_percent) * tile_base / 100,
       [&](std::span<const std::int64_t> costs, std::int64_t partials) {
-        return makespan_of(costs, slots) + split_cost(partials);
+        return makespan_of(costs, slots, &free_at) + split_cost(partials);
       },
       &chunk_cost);
   if (chunk_tiles > 0) {
@@ -725,8 +766,27 @@ WorkList simulated_work_list(std::span<const std::int32_t> kv_lengths, int slots
   std::sort(order.begin(), order.end());
   double best_us = bar;
   std::size_t pick = weighed.size();
+  // A list that simulates as one simulated before (the same item lengths in the same order, partials,
+  // split requests and clusters: weighed lists often repeat) has its time and a later place: it
+  // cannot win, and is skipped.
+  const auto same_launch = [&](const WorkList& a, const WorkList& b) {
+    if (a.items.size() != b.items.size() || a.num_partials != b.num_partials ||
+        a.num_split_requests != b.num_split_requests || sim.clustered(a) != sim.clustered(b)) {
+      return false;
+    }
+    for (std::size_t k = 0; k < a.items.size(); ++k) {
+      if (a.items[k].kv_end - a.items[k].kv_begin != b.items[k].kv_end - b.items[k].kv_begin) return false;
+    }
+    return true;
+  };
+  std::vector<std::size_t> simulated;
   for (const auto& [least, i] : order) {
     if (least >= best_us) break;
+    if (std::any_of(simulated.begin(), simulated.end(),
+                    [&](std::size_t j) { return same_launch(weighed[j], weighed[i]); })) {
+      continue;
+    }
+    simulated.push_back(i);
     const double us = sim.us(weighed[i]);
     if (us < best_us || (us == best_us && pick < weighed.size() && i < pick)) {
       best_us = us;
@@ -887,8 +947,13 @@ void even_by_swaps(std::span<const std::int64_t> costs, int grid, WalkAssignment
     std::int64_t* bx = nullptr;
     std::int64_t* by = nullptr;
     int bd = -1;
-    for (int k = 0; k < std::min(kSwapPartners, grid - 1); ++k) {
+    // (No swap with partner d ends below the pair's mean, ceil((load c + load d) / 2); the partners come
+    // least loaded first, so once that is not below the best, no later pair can be either, and the scan
+    // stops: the first best pair in scan order, as a full scan finds it.)
+    const auto floor_with = [&](int d) { return (a->load[std::size_t(c)] + a->load[std::size_t(d)] + 1) / 2; };
+    for (int k = 0; k < std::min(kSwapPartners, grid - 1) && floor_with(by_load[std::size_t(k)]) < best; ++k) {
       const int d = by_load[std::size_t(k)];
+      const std::int64_t reach = floor_with(d);
       for (std::int64_t& x : of[std::size_t(c)]) {
         for (std::int64_t& y : of[std::size_t(d)]) {
           const std::int64_t dx = costs[std::size_t(x)] - costs[std::size_t(y)];
@@ -901,7 +966,9 @@ void even_by_swaps(std::span<const std::int64_t> costs, int grid, WalkAssignment
             bd = d;
           }
         }
+        if (best == reach) break;
       }
+      if (best == reach) break;
     }
     if (bd < 0) return;
     const std::int64_t dx = costs[std::size_t(*bx)] - costs[std::size_t(*by)];

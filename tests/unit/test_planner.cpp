@@ -183,6 +183,23 @@ TEST(Planner, CoversEveryTokenOnce) {
   }
 }
 
+// Cut lists are longest first and stable: items of one length keep the order they were made in
+// (request by request, each request's pieces in KV order). Lengths that differ in every byte, so
+// that each pass of the planner's radix sort decides something.
+TEST(Planner, CutListsKeepTheRequestOrderAmongEqualItems) {
+  const std::vector<std::int32_t> lens = {300, 0, 70000000, 300, 1 << 20, 256, 0, (1 << 20) + 1, 300, 65536, 256};
+  for (int target : {1, 4, 11, 64, 4096}) {
+    const WorkList wl = build_work_list(lens, target, 1);
+    expect_longest_first(wl);
+    for (std::size_t i = 1; i < wl.items.size(); ++i) {
+      const WorkItem &a = wl.items[i - 1], &b = wl.items[i];
+      if (a.kv_end - a.kv_begin != b.kv_end - b.kv_begin) continue;
+      EXPECT_TRUE(a.request < b.request || (a.request == b.request && a.kv_begin < b.kv_begin))
+          << "target " << target << ": items " << i - 1 << " and " << i << " of one length out of order";
+    }
+  }
+}
+
 TEST(Planner, SplitsLongRequestsWhenTheMachineIsIdle) {
   const WorkList wl = build_work_list(std::vector<std::int32_t>{8192}, 64, 64);
   EXPECT_EQ(wl.num_split_requests, 1);
