@@ -1,6 +1,7 @@
 #include "cli_case.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -142,9 +143,23 @@ Status PreparedCase::prepare(const testing::HostInputs& in, Backend backend, tes
     if (!s.ok()) return s;
     workspace = c->device_workspace_.get();
   }
+  c->plan_workspace_ = workspace;
+  c->plan_workspace_bytes_ = bytes;
   Status s = mla::plan(*c->problem_, backend, workspace, bytes, &c->plan_);
   if (!s.ok()) return s;
   *out = std::move(c);
+  return Status::success();
+}
+
+Status PreparedCase::time_plan(int reps, std::vector<double>* us) const {
+  us->clear();
+  for (int i = 0; i < reps; ++i) {
+    Plan p;
+    const auto t0 = std::chrono::steady_clock::now();
+    const Status s = mla::plan(*problem_, backend_, plan_workspace_, plan_workspace_bytes_, &p);
+    us->push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    if (!s.ok()) return s;
+  }
   return Status::success();
 }
 

@@ -67,6 +67,11 @@ class PreparedCase {
   // Fills the outputs with NaN, runs once, and compares with the reference.
   CheckResult check(int max_requests);
 
+  // The host time of mla::plan for this case, `reps` calls (µs each; cuda: its copies of the
+  // indptr, page table and work list included), each into a plan of its own: the workspace is
+  // filled again with the same list, so no run may be in flight and plan() keeps its overrides.
+  Status time_plan(int reps, std::vector<double>* us) const;
+
  private:
   PreparedCase() = default;
 
@@ -86,6 +91,8 @@ class PreparedCase {
   testing::DeviceMemory device_workspace_;
 
   const Problem* problem_ = nullptr;
+  void* plan_workspace_ = nullptr;  // plan()'s: workspace_ (cpu) or device_workspace_ (cuda)
+  std::size_t plan_workspace_bytes_ = 0;
   Plan plan_;
 };
 

@@ -26,6 +26,7 @@ namespace mla::tools {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr int kPlanReps = 20;  // plan() calls timed per case (their median is plan_us)
 
 const char* kBenchHelp = R"HELP(usage: mla bench [options]
 
@@ -39,6 +40,8 @@ GPU timing (SPEC §4), per rep from a cold L2 (256 MiB memset, then synchronize)
   device   the same behind a short spin kernel, so A->B is GPU time only
   floor    a plain streaming read of the case's KV bytes, timed both ways
 CPU timing: wall time per mla::run call.
+Both: the host time of mla::plan, the median of 20 calls (plan_us in the JSON; on the GPU its
+copies included), printed under the table.
 
 options:
   --backend cpu|cuda     backend (default: cuda when a GPU is usable, else cpu)
@@ -161,6 +164,7 @@ struct Row {
   double lse_max_abs = kNaN;
   int requests_checked = 0;
   std::string plan;
+  double plan_us = kNaN;  // host time of one plan() call, the median of kPlanReps
 
   double time_us() const { return device.reps ? device.mean_us : call.mean_us; }
   double gbps() const { return ran ? double(kv_bytes) / time_us() / 1e3 : kNaN; }
@@ -257,6 +261,14 @@ Row run_case(const Options& o, Backend backend, testing::GpuTimer* timer, KvForm
     r.relerr_worst_request = c.worst_request_relerr;
     r.lse_max_abs = c.cmp.lse_max_abs;
     r.requests_checked = c.requests_checked;
+    // plan()'s host time (after the check, whose run has finished: plan() refills the workspace).
+    std::vector<double> plan_us;
+    s = pc->time_plan(kPlanReps, &plan_us);
+    if (!s.ok()) {
+      r.error = s.message;
+      return r;
+    }
+    r.plan_us = testing::summarize(plan_us).median_us;
 
     if (backend == Backend::cuda) {
       testing::GpuTiming t;
@@ -366,7 +378,7 @@ void write_json(const std::string& path, const Options& o, Backend backend, cons
     f << ", \"spin_us\": " << json_num(r.spin_us) << ", \"unhidden_reps\": " << r.unhidden_reps;
     f << ", \"sm_mhz\": " << json_num(r.sm_mhz) << ", \"floor_sm_mhz\": " << fnum(r.floor.spin_sm_mhz);
     f << ", \"passed\": " << (r.passed ? "true" : "false") << ", \"error\": " << json_str(r.error);
-    f << ", \"plan\": " << json_str(r.plan) << "}";
+    f << ", \"plan\": " << json_str(r.plan) << ", \"plan_us\": " << json_num(r.plan_us) << "}";
   }
   f << "\n  ],\n";
   f << "  \"geomean\": {";
@@ -458,6 +470,16 @@ int cmd_bench(int argc, char** argv) {
   }
   if (!std::isnan(mhz_lo)) {
     std::printf("SM clock before the timed calls: %.0f–%.0f MHz (sm_mhz per case in the JSON)\n", mhz_lo, mhz_hi);
+  }
+  double plan_lo = kNaN, plan_hi = kNaN;
+  for (const Row& r : rows) {
+    if (!(r.plan_us >= 0)) continue;
+    plan_lo = std::isnan(plan_lo) ? r.plan_us : std::min(plan_lo, r.plan_us);
+    plan_hi = std::isnan(plan_hi) ? r.plan_us : std::max(plan_hi, r.plan_us);
+  }
+  if (!std::isnan(plan_lo)) {
+    std::printf("plan() host time per call: %.0f–%.0f µs (median of %d per case%s; plan_us in the JSON)\n", plan_lo,
+                plan_hi, kPlanReps, backend == Backend::cuda ? ", its copies included" : "");
   }
   bool sampled = false;
   for (const Row& r : rows) sampled = sampled || (r.requests_checked && r.requests_checked < r.batch);

@@ -32,6 +32,7 @@ if ! "$MLA" bench --backend cpu --shapes 1x256 --reps 2 --json "$tmp/out.json" >
   fail "mla bench --backend cpu --shapes 1x256 --reps 2"
 fi
 grep -q "geomean" "$tmp/bench.txt" || fail "bench printed no geomean"
+grep -q "plan() host time per call" "$tmp/bench.txt" || fail "bench printed no plan() host time"
 [ -s "$tmp/out.json" ] || fail "bench wrote no JSON"
 if command -v python3 >/dev/null 2>&1; then
   python3 - "$tmp/out.json" <<'PY'
@@ -41,7 +42,7 @@ top = ["gpu", "commit", "date", "backend", "driver", "cases", "geomean"]
 case = ["format", "batch", "kv_len", "call_us", "call_us_median", "device_us", "device_us_median",
         "floor_call_us", "floor_call_us_median", "floor_device_us", "floor_device_us_median", "kv_bytes",
         "gbps", "ratio_to_floor", "relerr", "relerr_requests_checked", "lse_max_abs", "sm_mhz", "floor_sm_mhz",
-        "plan"]
+        "plan", "plan_us"]
 missing = [k for k in top if k not in d]
 assert not missing, f"top-level keys missing: {missing}"
 assert d["backend"] == "cpu" and d["gpu"] == "cpu", d["backend"]
@@ -52,6 +53,7 @@ for c in d["cases"]:
     assert c["batch"] == 1 and c["kv_len"] == 256, c
     assert c["call_us"] > 0 and c["relerr"] <= 4e-3 and c["relerr_requests_checked"] == 1, c
     assert c["plan"].startswith("plan[cpu]"), c["plan"]
+    assert c["plan_us"] > 0, c["plan_us"]
 for f in ("bf16", "fp8", "mxfp4"):
     assert f in d["geomean"], f"geomean of {f} missing"
 print("JSON ok:", len(d["cases"]), "cases")
