@@ -9,7 +9,8 @@
 // it. Candidates: list 0 is the plan's (cuda::plan_and_list); then the lists balanced_work_list weighs
 // with the format's model and at item overheads 1–6, 8 and 12 tiles with no margin (timelines on; bf16
 // also off), and for bf16 each list of more items than SMs walked by one wave of CTAs (walk_order, and
-// walking_work_list's cut), and the walked timelines at overheads 1–4. Each is checked against the
+// walking_work_list's cut), every request whole and in halves (a CTA per item), and the walked timelines
+// at overheads 1–4. Each is checked against the
 // plan's output (largest difference over the largest value, "diff"), then timed by the bench's
 // protocol (cold L2, device time, `REPS` reps) in `ROUNDS` rounds, the candidates' order reversed every
 // other round. Prints per candidate
@@ -220,6 +221,10 @@ int main(int argc, char** argv) {
         add(std::move(walked), set.slots);
         add(walking_work_list(c.lengths, wl, set.slots, set.tile, set.max_items), set.slots);
       }
+    }
+    // bf16 also every request whole and in halves, a CTA per item (whether or not a model weighed them).
+    for (int per_request = 1; bf16 && per_request <= 2; ++per_request) {
+      add(build_work_list(c.lengths, per_request * int(c.lengths.size()), set.tile), 0);
     }
     for (int overhead = 1; bf16 && overhead <= 4; ++overhead) {
       int used = 0;

@@ -1096,6 +1096,23 @@ int walked_timelines(std::span<const std::int32_t> kv_lengths, int slots, int ti
   return used;
 }
 
+bool whole_requests_pay(std::span<const std::int32_t> kv_lengths, int slots, int tile) {
+  tile = std::max(tile, 1);
+  const std::int64_t n = std::int64_t(kv_lengths.size());
+  if (slots < 2 || 2 * n <= slots || 100 * n > std::int64_t(kWholeMaxSlotPercent) * slots) return false;
+  std::int64_t longest = 0, total = 0;
+  for (std::int32_t len : kv_lengths) {
+    if (len < std::int64_t(kTmaMinTilesBf16) * tile) return false;  // (kv_tma's test: whole tiles)
+    const std::int64_t tiles = (std::int64_t(len) + tile - 1) / tile;
+    longest = std::max(longest, tiles);
+    total += tiles;
+  }
+  const WholeRequestsModel& m = kWholeRequests;
+  const double whole = m.fixed_us + m.tile_us * double(longest) + m.request_us * double(n);
+  const double walked = m.walked_fixed_us + double(total) / (m.walked_tiles_per_slot_us * slots);
+  return 100 * whole <= (100 - kWholeMinGainPercent) * walked;
+}
+
 int walking_grid(std::span<const WorkItem> items, int slots, std::int64_t max_mean_tokens) {
   const int n = int(items.size());
   if (slots <= 0 || n <= slots) return n;

@@ -268,6 +268,31 @@ constexpr int kWalkedStartTiles = 4;
 int walked_timelines(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items, int grid,
                      WorkList* wl);
 
+// bf16 (one CTA per SM): every request whole, a CTA each, instead of a walking list (perf-notes v133).
+// Where the requests outnumber half the SMs but not kWholeMaxSlotPercent % of them, a one-wave launch
+// of whole requests copied by TMA streams each SM's tiles faster than a full machine does, and pays no
+// walking, partials or combine. Measured on the H200 (bench/pace/bf16_c.txt, 44 uniform cases of
+// 40–100 requests of 1536–8192 tokens): a launch of N whole requests took about
+//   whole_us = kWholeFixedUs + kWholeTileUs · L + kWholeRequestUs · N   (L: its longest request's tiles;
+//   26 lists of 68–88 requests, within −7…+9 %), and a walking list
+//   walked_us = kWalkedFixedUs + T / (kWalkedTilesPerSlotUs · slots)    (T: all tiles; 36 lists of
+//   68–100 requests, within −5…+12 %),
+// and above 84 requests whole ones slowed sharply (88 × 8192: 218 µs against the fit's 203; 92 × 8192
+// 242, ~1.5 × the per-tile time of 84). True when slots / 2 < N ≤ kWholeMaxSlotPercent % of `slots`,
+// every request holds at least kTmaMinTilesBf16 · `tile` tokens (as kv_tma asks), and whole_us is at least
+// kWholeMinGainPercent % under walked_us. (The caller checks that the TMA can copy them.)
+struct WholeRequestsModel {
+  double fixed_us;
+  double tile_us;
+  double request_us;
+  double walked_fixed_us;
+  double walked_tiles_per_slot_us;
+};
+constexpr WholeRequestsModel kWholeRequests{-64.01, 1.384, 1.021, 20.02, 0.4496};
+constexpr int kWholeMaxSlotPercent = 64;
+constexpr int kWholeMinGainPercent = 2;
+bool whole_requests_pay(std::span<const std::int32_t> kv_lengths, int slots, int tile);
+
 // Whether a call's KV copies should go under an L2 evict-first policy (Plan::kv_evict_first): when
 // each KV row is read once (s_q = 1) and the call reads at most 4 × the L2 (`l2_bytes`). Evict-first
 // keeps the KV from evicting the L2's other lines, dirty ones included, whose write-backs would

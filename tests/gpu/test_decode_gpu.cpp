@@ -342,17 +342,18 @@ TEST(GpuDecode, Bf16WalkingListCutForEvenCtas) {
 }
 
 // bf16 batches whose lists leave SMs idle walk timelines (perf-notes v122): every CTA takes the end
-// of one request and the start of the next through WorkItem::next. 68 requests of 1536 tokens (a
-// walking list of 204 items before), contiguous and pages of 16, 1 and 2 query tokens per request;
-// 200 requests of 1024 (two walking rounds before); 68 of 4096, whose chains are long enough for the
-// walking kernel's TMA copies (contiguous, pages of 64); peaked inputs, against the reference. The
-// plan's list is checked to be chains from CTAs 0 .. grid − 1 that hold every item once.
+// of one request and the start of the next through WorkItem::next. 72 requests of 1024 tokens,
+// contiguous, 1 and 2 query tokens per request, and 68 of 1536 in pages of 16 (whole requests would
+// have no TMA there: v133); 200 requests of 1024 (two walking rounds before); 68 of 4096, whose chains
+// are long enough for the walking kernel's TMA copies (contiguous, pages of 64); peaked inputs, against
+// the reference. The plan's list is checked to be chains from CTAs 0 .. grid − 1 that hold every item
+// once.
 TEST(GpuDecode, Bf16CtasWalkTheirTimelines) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   struct Shape {
     int batch, len, page, s_q;
   };
-  for (Shape sh : {Shape{68, 1536, 0, 1}, Shape{68, 1536, 16, 1}, Shape{34, 1536, 0, 2}, Shape{200, 1024, 0, 1},
+  for (Shape sh : {Shape{72, 1024, 0, 1}, Shape{68, 1536, 16, 1}, Shape{36, 1024, 0, 2}, Shape{200, 1024, 0, 1},
                    Shape{68, 4096, 0, 1}, Shape{68, 4096, 64, 1}}) {
     Plan pl;
     ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(std::vector<std::int32_t>(std::size_t(sh.batch), sh.len),
@@ -376,8 +377,30 @@ TEST(GpuDecode, Bf16CtasWalkTheirTimelines) {
     EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), std::ptrdiff_t(items.size())) << describe(pl);
     EXPECT_TRUE(linked) << describe(pl);
     // A longest chain of at least kTmaMinChainTilesBf16 tiles (200 × 1024: 25; 68 × 4096: ~34) copies
-    // whole tiles by TMA (v123), contiguous or in pages of 64 rows; 68 × 1536's (≤ 13) by cp.async.
-    EXPECT_EQ(pl.kv_tma, sh.len != 1536) << describe(pl);
+    // whole tiles by TMA (v123), contiguous or in pages of 64 rows; 72 × 1024's and 68 × 1536's (≤ 13)
+    // by cp.async.
+    EXPECT_EQ(pl.kv_tma, sh.len == 4096 || sh.batch == 200) << describe(pl);
+  }
+}
+
+// bf16 batches of more requests than half the SMs but at most 64 % of them, each of 24 tiles or more,
+// run every request whole on a CTA of its own, copied by TMA, where the measured model says so
+// (perf-notes v133): 68 and 70 requests of 1536 tokens, contiguous and in pages of 64, and 34 of 1600
+// with 2 query tokens each (68 rows of 1599 and 1600 keys); peaked inputs, against the reference.
+TEST(GpuDecode, Bf16WholeRequestsByTma) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  struct Shape {
+    int batch, len, page, s_q;
+  };
+  for (Shape sh : {Shape{68, 1536, 0, 1}, Shape{70, 1536, 64, 1}, Shape{34, 1600, 0, 2}}) {
+    Plan pl;
+    ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(std::vector<std::int32_t>(std::size_t(sh.batch), sh.len),
+                                                  KvFormat::bf16, sh.page, sh.s_q, 131 + sh.page + sh.s_q, &pl));
+    const int rows = sh.batch * sh.s_q;
+    EXPECT_EQ(pl.num_work_items, rows) << describe(pl);
+    EXPECT_EQ(pl.grid, rows) << describe(pl);
+    EXPECT_EQ(pl.num_split_requests, 0) << describe(pl);
+    EXPECT_TRUE(pl.kv_tma) << describe(pl);
   }
 }
 

@@ -883,6 +883,31 @@ TEST(Planner, WalkLayoutsKeepEveryItemOnce) {
 // CTA walking its timeline by `next`; where whole requests or the walking rounds are already even,
 // nothing changes (the suite's plans), nor where one CTA per item runs several waves (67 × 16384:
 // 201 items, which the timelines' model alone would replace).
+// bf16's whole requests against walking lists (perf-notes v133): only for more requests than half
+// the SMs and at most 64 % of them, every one of at least 24 tiles (the TMA's), and where the H200's
+// measured model says so: 70 × 1536 (measured −10 % against the walked timelines) and 76 × 2560 (−4.6 %),
+// not 70 × 4096 (+1.9 %) or 76 × 8192 (+2.6 %).
+TEST(Planner, WholeRequestsOnlyWhereTheyMeasuredFaster) {
+  constexpr int kSms = 132, kTile = 64;
+  const auto pays = [&](int n, int len) { return whole_requests_pay(std::vector<std::int32_t>(n, len), kSms, kTile); };
+  EXPECT_TRUE(pays(70, 1536));
+  EXPECT_TRUE(pays(76, 2560));
+  EXPECT_TRUE(pays(67, 1536));   // just over half the SMs
+  EXPECT_TRUE(pays(70, 1537));   // 25 tiles, the last partial
+  EXPECT_FALSE(pays(70, 1535));  // under 24 whole tiles: cp.async, not measured faster (72 × 1024: +12.5 %)
+  EXPECT_FALSE(pays(66, 1536));  // halves fit one wave
+  EXPECT_FALSE(pays(85, 1536));  // over 64 % of the SMs (88 and 92 requests slowed)
+  EXPECT_FALSE(pays(70, 4096));
+  EXPECT_FALSE(pays(76, 8192));
+  // Ragged: whole ones wait for the longest request; one short request rules the TMA out.
+  std::vector<std::int32_t> ragged(70, 1536);
+  ragged[3] = 8192;
+  EXPECT_FALSE(whole_requests_pay(ragged, kSms, kTile));
+  ragged[3] = 1000;
+  EXPECT_FALSE(whole_requests_pay(ragged, kSms, kTile));
+  EXPECT_FALSE(whole_requests_pay(std::vector<std::int32_t>(70, 1536), 1, kTile));
+}
+
 TEST(Planner, WalkedTimelinesFillEverySm) {
   constexpr int kSms = 132, kTile = 64;
   // 92 requests of 128 tiles: 92 whole items on 92 SMs (132 tiles with the overhead of 4) before;

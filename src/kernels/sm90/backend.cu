@@ -213,6 +213,17 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   // combine by 2–3 µs, of 4 and 8 tie with it, of 16 lose 2 µs.)
   constexpr int kClusterLimit = 2;
   static_assert(kClusterLimit <= sm90::kMaxCluster, "the kernels merge clusters of up to kMaxCluster CTAs");
+  // Whether the decode copies whole tiles of `items` (their kv_base set) by TMA on `grid` CTAs
+  // (Plan::kv_tma; perf-notes v113, v115, v123b).
+  sm90::TensorMapShape map{};
+  const bool map_fits = kv_map_shape(p, &map);
+  const auto tma_for = [&](std::span<const WorkItem> items, int grid, int tokens_per_split) {
+    const bool fp8 = p.kv.format == KvFormat::fp8;  // (MXFP4 has no map: kv_map_shape)
+    return kv_tma(items, grid, tile, fp8 ? kTmaMinTilesFp8 : kTmaMinTilesBf16, kTmaMinChainTilesBf16, fp8 ? 2 : 1,
+                  map_fits, p.paging.page_size) &&
+           sm90::has_tma_kernel(p.kv.format, sm90::decode_variant(grid, int(items.size()), tokens_per_split)) &&
+           (p.kv.format != KvFormat::bf16 || kv_tma_waves(grid, slots)) && tensor_map_encoder() != nullptr;
+  };
   std::vector<WorkItem> cluster_items;
   const bool forced_walk = forced != nullptr && forced_grid > 0 && forced_grid < int(wl.items.size());
   int cluster = forced_walk ? 0 : cluster_work_list(wl, rows, kClusterLimit, slots, &cluster_items);
@@ -227,6 +238,17 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
     // bf16's one CTA per SM walks its timelines instead, where they pay (perf-notes v122); only its
     // kernel walks (follows WorkItem::next).
     if (p.kv.format == KvFormat::bf16) grid = walked_timelines(lengths, slots, tile, layout.max_items, grid, &wl);
+    // bf16's walking list against every request whole, a CTA each, where the model says whole ones
+    // copied by TMA are faster (perf-notes v133) and the TMA can copy them.
+    if (p.kv.format == KvFormat::bf16 && grid < int(wl.items.size()) && whole_requests_pay(lengths, slots, tile)) {
+      WorkList whole = build_work_list(lengths, rows, tile);
+      std::vector<WorkItem> bases = whole.items;
+      set_kv_bases(bases, kv, p.s_q);
+      if (int(whole.items.size()) == rows && tma_for(bases, rows, whole.tokens_per_split)) {
+        wl = std::move(whole);
+        grid = rows;
+      }
+    }
   }
   if (list_out != nullptr) *list_out = wl;
   if (grid_out != nullptr) *grid_out = cluster == 0 && grid < int(wl.items.size()) ? grid : 0;
@@ -266,14 +288,7 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   pl.device_sms = sms;
   pl.cluster_size = cluster;
   pl.kv_evict_first = kv_evict_first(pl.total_kv * kv_row_bytes(p.kv.format), l2_bytes, p.s_q);
-  sm90::TensorMapShape map{};
-  const bool fp8 = p.kv.format == KvFormat::fp8;  // (MXFP4 has no map: kv_map_shape)
-  pl.kv_tma =
-      kv_tma(items, grid, tile, fp8 ? kTmaMinTilesFp8 : kTmaMinTilesBf16, kTmaMinChainTilesBf16, fp8 ? 2 : 1,
-             kv_map_shape(p, &map), p.paging.page_size) &&
-      sm90::has_tma_kernel(p.kv.format, sm90::decode_variant(pl.grid, pl.num_work_items, pl.tokens_per_split)) &&
-      (p.kv.format != KvFormat::bf16 || kv_tma_waves(pl.grid, sms * sm90::decode_ctas_per_sm(p.kv.format))) &&
-      tensor_map_encoder() != nullptr;
+  pl.kv_tma = tma_for(items, pl.grid, pl.tokens_per_split);
   pl.host_work_list = std::make_shared<const std::vector<WorkItem>>(std::move(items));
   *out = pl;
   return Status::success();
