@@ -15,7 +15,8 @@
 // protocol (cold L2, device time, `REPS` reps) in `ROUNDS` rounds, the candidates' order reversed every
 // other round. Prints per candidate
 //   M CASE/K which items partials split_requests cluster tma diff µs_round1 µs_round2 ...
-// (which: 1 the plan's list, 2 balanced_work_list's by the format's model where that differs, else 0)
+// (which: 1 the plan's list, 2 balanced_work_list's by the format's model where that differs, 3 bf16's
+// walking path's list (v134: what a ragged batch took before) where that differs, else 0)
 //   L CASE/K clustered partials split_requests TILES*COUNT ...   (bench/pace's list format), or for a
 //   walking list W CASE/K grid partials split_requests | CTA 0's items' TILES*COUNT | CTA 1's … | …
 #include <cuda_runtime.h>
@@ -222,6 +223,18 @@ int main(int argc, char** argv) {
         add(walking_work_list(c.lengths, wl, set.slots, set.tile, set.max_items), set.slots);
       }
     }
+    // bf16: the list its uniform batches' path makes (the tile model's list, walked where walking_grid
+    // says, walking_work_list's cut, walked timelines), which ragged ones take instead since v134.
+    WorkList walking_path;
+    int walking_path_grid = 0;
+    if (bf16) {
+      walking_path = tiles;
+      walking_path_grid = walking_grid(walking_path.items, set.slots, 64 * std::int64_t(set.tile));
+      walking_path = walking_work_list(c.lengths, std::move(walking_path), walking_path_grid, set.tile, set.max_items);
+      walking_path_grid =
+          walked_timelines(c.lengths, set.slots, set.tile, set.max_items, walking_path_grid, &walking_path);
+      add(walking_path, walking_path_grid);
+    }
     // bf16 also every request whole and in halves, a CTA per item (whether or not a model weighed them).
     for (int per_request = 1; bf16 && per_request <= 2; ++per_request) {
       add(build_work_list(c.lengths, per_request * int(c.lengths.size()), set.tile), 0);
@@ -264,7 +277,11 @@ int main(int argc, char** argv) {
     for (std::size_t k = 0; k < lists.size(); ++k) {
       const Plan& pl = m[k].plan;
       const WorkList& wl = lists[k].wl;
-      const int which = k == 0 ? 1 : lists[k].grid == 0 && same_items(wl, tiles, false) ? 2 : 0;
+      const bool walk_path = bf16 &&
+                             (lists[k].grid == walking_path_grid ||
+                              (lists[k].grid == 0 && walking_path_grid >= int(walking_path.items.size()))) &&
+                             same_items(wl, walking_path, lists[k].grid > 0);
+      const int which = k == 0 ? 1 : lists[k].grid == 0 && same_items(wl, tiles, false) ? 2 : walk_path ? 3 : 0;
       std::printf("M %s/%zu %d %d %d %d %d %d %.2e", c.name.c_str(), k, which, pl.num_work_items, wl.num_partials,
                   wl.num_split_requests, pl.cluster_size, pl.kv_tma ? 1 : 0, m[k].diff);
       for (double us : m[k].us) std::printf(" %.2f", us);

@@ -150,9 +150,9 @@ Status workspace_size(const Problem& p, Backend backend, std::size_t* bytes);
 // kv_indptr starts at 0). Call again whenever batch, lengths or page table change. Host cost
 // (cuda, besides its copies): up to ~0.2 ms (bf16, MXFP4) or ~0.5 ms (fp8) for uniform batches of
 // up to 256 requests; for ragged ones of 64–600 requests, whose plan is re-cut to balance the SMs,
-// up to ~1 ms (bf16) or ~3 ms (fp8, MXFP4: their candidate plans are also simulated); up to ~2.5 ms
-// at 20,000 requests (measured on a 2-core build machine; perf-notes v119–v122, v130, v132, and
-// "plan()'s host cost, session 33").
+// up to ~3 ms (their candidate plans are simulated; bf16 batches of near-equal lengths, which it
+// walks instead, ~1 ms); up to ~2.5 ms at 20,000 requests (measured on a 2-core build machine;
+// perf-notes v119–v122, v130, v132, v134, and "plan()'s host cost, session 33").
 Status plan(const Problem& p, Backend backend, void* workspace, std::size_t workspace_bytes, Plan* out);
 
 // Runs the decode. cuda: asynchronous on `stream` (a cudaStream_t, nullptr = default stream), no

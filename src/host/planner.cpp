@@ -1096,6 +1096,19 @@ int walked_timelines(std::span<const std::int32_t> kv_lengths, int slots, int ti
   return used;
 }
 
+bool ragged_batch(std::span<const std::int32_t> kv_lengths) {
+  if (kv_lengths.size() < 2) return false;
+  double sum = 0, sq = 0;
+  for (std::int32_t len : kv_lengths) {
+    sum += double(len);
+    sq += double(len) * double(len);
+  }
+  const double n = double(kv_lengths.size()), mean = sum / n;
+  if (mean <= 0) return false;
+  const double var = std::max(0.0, sq / n - mean * mean);
+  return std::sqrt(var) >= kRaggedMinCv * mean;
+}
+
 bool whole_requests_pay(std::span<const std::int32_t> kv_lengths, int slots, int tile) {
   tile = std::max(tile, 1);
   const std::int64_t n = std::int64_t(kv_lengths.size());

@@ -62,6 +62,27 @@ void prepare_planned(const HostInputs& in, GpuCase* c, Plan* pl, bool with_lse =
   ASSERT_TRUE(s.ok()) << s.message;
 }
 
+// prepare, then a bf16 walking plan of the case whatever plan() picks (since v134 plan() runs ragged
+// batches a CTA per item): the tile model's list, cut for one wave of walking CTAs by
+// walking_work_list and laid out in its walk order — the list plan() walked before — by
+// cuda::plan_with_list. So the walking kernel stays covered on ragged items.
+void prepare_walking(const HostInputs& in, GpuCase* c, Plan* pl, bool with_lse = true) {
+  ASSERT_NO_FATAL_FAILURE(prepare(in, c, with_lse));
+  const Problem& p = c->problem();
+  cuda::ListSetting set;
+  Status s = cuda::list_setting(p, &set);
+  ASSERT_TRUE(s.ok()) << s.message;
+  std::vector<std::int32_t> rows;  // the plan's virtual requests: each query token's causal length
+  for (std::int32_t len : in.spec.kv_lens) {
+    for (int i = 0; i < in.spec.s_q; ++i) rows.push_back(std::int32_t(visible_keys(len, in.spec.s_q, i)));
+  }
+  WorkList wl = balanced_work_list(rows, set.slots, set.tile, set.max_items, false, kDramBound);
+  wl = walking_work_list(rows, std::move(wl), set.slots, set.tile, set.max_items);
+  ASSERT_GT(int(wl.items.size()), set.slots) << "a walking plan needs more items than CTAs";
+  s = cuda::plan_with_list(p, wl, rows, set.slots, c->ws.get(), c->ws.size(), pl);
+  ASSERT_TRUE(s.ok()) << s.message;
+}
+
 // Outputs of `in`'s problem against its float64 reference.
 Comparison against_reference(const HostInputs& in, const std::vector<std::uint16_t>& out,
                              const std::vector<float>& lse) {
@@ -69,9 +90,13 @@ Comparison against_reference(const HostInputs& in, const std::vector<std::uint16
 }
 
 // Uploads, plans, poisons the outputs with NaN, runs once and checks against the reference.
-void run_inputs(const HostInputs& in, GpuResult* r, bool with_lse = true) {
+void run_inputs(const HostInputs& in, GpuResult* r, bool with_lse = true, bool walking = false) {
   GpuCase gc;
-  ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &r->plan, with_lse));
+  if (walking) {
+    ASSERT_NO_FATAL_FAILURE(prepare_walking(in, &gc, &r->plan, with_lse));
+  } else {
+    ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &r->plan, with_lse));
+  }
   const std::unique_ptr<DeviceCase>& dc = gc.dc;
   const Problem& p = gc.problem();
   ASSERT_TRUE(dc->poison_outputs().ok());
@@ -83,8 +108,8 @@ void run_inputs(const HostInputs& in, GpuResult* r, bool with_lse = true) {
   ASSERT_TRUE(dc->guards_intact(&r->guards_ok).ok());
   r->cmp = against_reference(in, r->out, r->lse);
 }
-void run_case(const CaseSpec& spec, GpuResult* r, bool with_lse = true) {
-  run_inputs(make_inputs(spec), r, with_lse);
+void run_case(const CaseSpec& spec, GpuResult* r, bool with_lse = true, bool walking = false) {
+  run_inputs(make_inputs(spec), r, with_lse, walking);
 }
 
 void expect_correct_inputs(const HostInputs& in, const std::string& name, bool with_lse = true, Plan* plan = nullptr) {
@@ -285,7 +310,8 @@ TEST(GpuDecode, BatchesOneTo512) {
 // bf16 launches one CTA per SM; more items than that are walked by each CTA in turn (items c,
 // c + grid, …), the copies of an item's first tiles streaming under the previous item's last ones.
 // Mixed lengths (empty, one token, partial tiles, long rows that the plan splits), contiguous and
-// paged, one and two query tokens, every case checked against the reference.
+// paged, one and two query tokens, every case checked against the reference. (Since v134 plan() runs
+// such ragged batches a CTA per item: the walking plan here is prepare_walking's.)
 TEST(GpuDecode, Bf16CtasWalkSeveralItems) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (int page : {0, 16}) {
@@ -304,7 +330,7 @@ TEST(GpuDecode, Bf16CtasWalkSeveralItems) {
       spec.seed = 61 + page + s_q;
       spec.spare_rows = 64;
       GpuResult r;
-      ASSERT_NO_FATAL_FAILURE(run_case(spec, &r));
+      ASSERT_NO_FATAL_FAILURE(run_case(spec, &r, true, /*walking=*/true));
       EXPECT_TRUE(r.cmp.ok()) << spec.name() << ": " << r.cmp.summary() << " | " << describe(r.plan);
       EXPECT_EQ(r.cmp.nonfinite, 0) << spec.name();
       EXPECT_TRUE(r.guards_ok) << spec.name();
@@ -321,6 +347,7 @@ TEST(GpuDecode, Bf16CtasWalkSeveralItems) {
 // items in two rounds; the CUDA plan cuts them finer, into more items, more of them split (v119's
 // walking_work_list, and since v120 balanced_work_list's own scan, pick the same 67-tile cut).
 // Contiguous and pages of 16, 1 and 2 query tokens per request, peaked inputs, against the reference.
+// (Since v134 plan() runs ragged batches a CTA per item: the walking plan is prepare_walking's.)
 TEST(GpuDecode, Bf16WalkingListCutForEvenCtas) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   struct Shape {
@@ -328,8 +355,20 @@ TEST(GpuDecode, Bf16WalkingListCutForEvenCtas) {
   };
   for (Shape sh : {Shape{0, 1}, Shape{16, 1}, Shape{0, 2}}) {
     const std::vector<std::int32_t> lens = ragged_lengths(200 / sh.s_q, 1, 8192);
-    Plan pl;
-    ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(lens, KvFormat::bf16, sh.page, sh.s_q, 71 + sh.page + sh.s_q, &pl));
+    CaseSpec spec;
+    spec.kv_lens = lens;
+    spec.format = KvFormat::bf16;
+    spec.dist = Distribution::peaked;
+    spec.page_size = sh.page;
+    spec.s_q = sh.s_q;
+    spec.spare_rows = 64;
+    spec.seed = 71 + sh.page + sh.s_q;
+    GpuResult r;
+    ASSERT_NO_FATAL_FAILURE(run_case(spec, &r, true, /*walking=*/true));
+    const Plan& pl = r.plan;
+    EXPECT_TRUE(r.cmp.ok()) << spec.name() << ": " << r.cmp.summary() << " | " << describe(pl);
+    EXPECT_EQ(r.cmp.nonfinite, 0) << spec.name();
+    EXPECT_TRUE(r.guards_ok) << spec.name();
     std::vector<std::int32_t> rows;  // the plan's virtual requests: each token's causal length
     for (std::int32_t len : lens) {
       for (int i = 0; i < sh.s_q; ++i) rows.push_back(std::int32_t(visible_keys(len, sh.s_q, i)));
@@ -779,7 +818,8 @@ TEST(GpuDecode, TailRequestsCutToFillTheLastWave) {
 
 // A ragged batch of about a wave's size (perf-notes v120): a wave's worth of requests of up to 2048
 // tokens (bf16: SMs − 4, fp8 and MXFP4: 2 × SMs − 8), every request cut into more items than one wave
-// holds (bf16: walked), contiguous and pages of 16, peaked inputs, against the reference.
+// holds (bf16: a CTA per item since v134, walked before), contiguous and pages of 16, peaked inputs,
+// against the reference.
 TEST(GpuDecode, RaggedBatchOfAWaveCutBeyondOneWave) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   int sms = 0;
@@ -791,10 +831,26 @@ TEST(GpuDecode, RaggedBatchOfAWaveCutBeyondOneWave) {
       ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(ragged_lengths(batch, 1, 2048), f, page, 1, 97 + page, &pl));
       EXPECT_GT(pl.num_work_items, slots) << describe(pl);
       EXPECT_GT(pl.num_split_requests, 0) << describe(pl);
-      if (f == KvFormat::bf16) {
-        EXPECT_LT(pl.grid, pl.num_work_items) << describe(pl);
-      }
+      EXPECT_EQ(pl.grid, pl.num_work_items) << describe(pl);
     }
+  }
+}
+
+// bf16's ragged batches (perf-notes v134): fp8's simulated launch picks the list, a CTA per item, never
+// walked — 96 requests of up to 4096 tokens, contiguous; 128 of up to 2048 in pages of 16; 48 of up
+// to 8192 with 2 query tokens each; peaked inputs, against the reference.
+TEST(GpuDecode, Bf16RaggedBatchesRunACtaPerItem) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  struct Shape {
+    int batch, max_len, seed, page, s_q;
+  };
+  for (Shape sh : {Shape{96, 4096, 4, 0, 1}, Shape{128, 2048, 8, 16, 1}, Shape{48, 8192, 5, 0, 2}}) {
+    const std::vector<std::int32_t> lens = ragged_lengths(sh.batch, std::uint64_t(sh.seed), sh.max_len);
+    ASSERT_TRUE(ragged_batch(lens));
+    Plan pl;
+    ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(lens, KvFormat::bf16, sh.page, sh.s_q, 151 + sh.page + sh.s_q, &pl));
+    EXPECT_EQ(pl.grid, pl.num_work_items) << describe(pl);
+    EXPECT_EQ(describe(pl).find("kernel=walking"), std::string::npos) << describe(pl);
   }
 }
 
@@ -836,7 +892,11 @@ TEST(GpuDecode, KvTmaChangesNoResult) {
       const HostInputs in = make_inputs(spec);
       GpuCase gc;
       Plan pl;
-      ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
+      if (fm.batch == 300) {  // (ragged: since v134 plan() gives it a CTA per item; walked here)
+        ASSERT_NO_FATAL_FAILURE(prepare_walking(in, &gc, &pl));
+      } else {
+        ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
+      }
       EXPECT_NE(describe(pl).find(fm.kernel), std::string::npos) << describe(pl);
       // plan() copies the general kernels' short items by cp.async; the walking grid's longest chain
       // may reach kTmaMinChainTilesBf16 (3 query tokens per request: ~32 tiles per CTA), and then
@@ -971,7 +1031,8 @@ TEST(GpuSanitizer, SmallSuite) {
     EXPECT_TRUE(r.cmp.ok()) << many.name() << ": " << r.cmp.summary();
     EXPECT_EQ(r.plan.max_request_partials, pieces) << describe(r.plan);
   }
-  // bf16 CTAs walking several items each (more items than SMs), under the sanitizers too.
+  // bf16 CTAs walking several items each (more items than SMs), under the sanitizers too (a ragged
+  // batch: walked by prepare_walking's plan, since plan() gives it a CTA per item, v134).
   CaseSpec walk;
   walk.kv_lens = ragged_lengths(200, 9, 300);
   walk.kv_lens[3] = 0;
@@ -982,7 +1043,7 @@ TEST(GpuSanitizer, SmallSuite) {
   walk.seed = 78;
   walk.dist = Distribution::peaked;
   GpuResult r;
-  ASSERT_NO_FATAL_FAILURE(run_case(walk, &r));
+  ASSERT_NO_FATAL_FAILURE(run_case(walk, &r, true, /*walking=*/true));
   EXPECT_TRUE(r.cmp.ok()) << walk.name() << ": " << r.cmp.summary();
   EXPECT_LT(r.plan.grid, r.plan.num_work_items) << describe(r.plan);
 }

@@ -191,12 +191,16 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   const WorkspaceLayout layout = cuda_layout(p.batch, p.s_q, sms);
   const int tile = sm90::decode_tile_tokens(p.kv.format);
   WorkList wl;
+  // bf16's ragged batches: fp8's simulated launch picks their list, a CTA per item, never walked
+  // (perf-notes v134); its other batches: the tile model's list, then walking (below).
+  const bool bf16_ragged = forced == nullptr && p.kv.format == KvFormat::bf16 && ragged_batch(lengths);
   if (forced != nullptr) {
     wl = *forced;
   } else {
     switch (p.kv.format) {
       case KvFormat::bf16:  // one CTA per SM: no timelines (+1.5 % at 160 and 200 × 8192, perf-notes v121)
-        wl = balanced_work_list(lengths, slots, tile, layout.max_items, false, kDramBound);
+        wl = bf16_ragged ? simulated_work_list(lengths, slots, tile, layout.max_items, kFp8Pace)
+                         : balanced_work_list(lengths, slots, tile, layout.max_items, false, kDramBound);
         break;
       case KvFormat::fp8:  // bound by DRAM: the tile model's list unless a simulated launch is clear (v132)
         wl = simulated_work_list(lengths, slots, tile, layout.max_items, kFp8Pace);
@@ -229,11 +233,11 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   int cluster = forced_walk ? 0 : cluster_work_list(wl, rows, kClusterLimit, slots, &cluster_items);
   if (cluster > 0 && sm90::decode_max_active_clusters(p.kv.format, cluster) < rows) cluster = 0;
   const std::vector<WorkItem>& launched = cluster > 0 ? cluster_items : wl.items;
-  int grid = forced_walk         ? forced_grid
-             : forced != nullptr ? int(launched.size())
-                                 : sm90::decode_grid(p.kv.format, launched, cluster, sms);
-  if (cluster == 0 &&
-      forced == nullptr) {  // a walking grid's list and order (nothing to do when every item has its CTA)
+  int grid = forced_walk                        ? forced_grid
+             : forced != nullptr || bf16_ragged ? int(launched.size())
+                                                : sm90::decode_grid(p.kv.format, launched, cluster, sms);
+  if (cluster == 0 && forced == nullptr &&
+      !bf16_ragged) {  // a walking grid's list and order (nothing to do when every item has its CTA)
     wl = walking_work_list(lengths, std::move(wl), grid, tile, layout.max_items);
     // bf16's one CTA per SM walks its timelines instead, where they pay (perf-notes v122); only its
     // kernel walks (follows WorkItem::next).

@@ -1,0 +1,68 @@
+// mla_list_rules: the bf16 lists several planning rules make for each case (CPU only), in
+// mla_list_bench's list format, so that scripts/eval_list_rules.py can look each up among the lists
+// mla_list_bench measured (perf-notes v134: how bf16's ragged rule was chosen).
+//
+//   usage: mla_list_rules CASE...     CASE: BxL or BxLrS (ragged_lengths(B, S, L)), as mla_list_bench's
+//   prints per case and rule: R CASE RULE partials split_requests TILES*COUNT ...
+//   rules: tile (the tile model's list, kDramBound), tl (the same with timelines), tl_oO / nt_oO (timelines
+//   on / off at an item overhead of O tiles, a 2 % margin), sim (simulated_work_list with kFp8Pace: v134's
+//   choice for ragged batches); all a CTA per item, 132 SMs, one CTA each.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "host/planner.h"
+#include "testing/inputs.h"
+
+namespace {
+
+std::string list_runs(const std::vector<mla::WorkItem>& items, int tile) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size();) {
+    const auto tiles = [&](std::size_t k) { return (items[k].kv_end - items[k].kv_begin + tile - 1) / tile; };
+    std::size_t j = i;
+    while (j < items.size() && tiles(j) == tiles(i)) ++j;
+    char run[48];
+    if (j - i > 1) {
+      std::snprintf(run, sizeof(run), " %d*%zu", int(tiles(i)), j - i);
+    } else {
+      std::snprintf(run, sizeof(run), " %d", int(tiles(i)));
+    }
+    out.append(run);
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace mla;
+  constexpr int kSlots = 132, kTile = 64;
+  for (int a = 1; a < argc; ++a) {
+    const std::string c = argv[a];
+    const std::size_t x = c.find('x'), r = c.find('r');
+    if (x == std::string::npos) {
+      std::fprintf(stderr, "mla_list_rules: bad case '%s' (BxL or BxLrS)\n", c.c_str());
+      return 2;
+    }
+    const int batch = std::stoi(c.substr(0, x));
+    const std::vector<std::int32_t> lens =
+        r == std::string::npos
+            ? std::vector<std::int32_t>(std::size_t(batch), std::stoi(c.substr(x + 1)))
+            : testing::ragged_lengths(batch, std::stoull(c.substr(r + 1)), std::stoi(c.substr(x + 1, r - x - 1)));
+    const int max_items = cuda_workspace_layout(batch, 1, kSlots, 2).max_items;
+    const auto print = [&](const std::string& rule, const WorkList& wl) {
+      std::printf("R %s %s %d %d%s\n", c.c_str(), rule.c_str(), wl.num_partials, wl.num_split_requests,
+                  list_runs(wl.items, kTile).c_str());
+    };
+    print("tile", balanced_work_list(lens, kSlots, kTile, max_items, false, kDramBound));
+    print("tl", balanced_work_list(lens, kSlots, kTile, max_items, true, kDramBound));
+    for (int o : {1, 2, 3, 4, 6}) {
+      print("tl_o" + std::to_string(o), balanced_work_list(lens, kSlots, kTile, max_items, true, ListModel{o, 2}));
+      print("nt_o" + std::to_string(o), balanced_work_list(lens, kSlots, kTile, max_items, false, ListModel{o, 2}));
+    }
+    print("sim", simulated_work_list(lens, kSlots, kTile, max_items, kFp8Pace));
+  }
+  return 0;
+}
