@@ -32,6 +32,7 @@
 #include "host/cuda_backend.h"
 #include "host/planner.h"
 #include "kernels/common/bf16.h"
+#include "list_format.h"
 #include "mla/mla.h"
 #include "testing/device_inputs.h"
 #include "testing/gpu_timing.h"
@@ -73,24 +74,6 @@ bool same_items(const mla::WorkList& a, const mla::WorkList& b, bool chains) {
     if (chains && x.next != y.next) return false;
   }
   return true;
-}
-
-std::string list_runs(const std::vector<mla::WorkItem>& items, int tile) {
-  std::string out;
-  for (std::size_t i = 0; i < items.size();) {
-    const auto tiles = [&](std::size_t k) { return (items[k].kv_end - items[k].kv_begin + tile - 1) / tile; };
-    std::size_t j = i;
-    while (j < items.size() && tiles(j) == tiles(i)) ++j;
-    char run[48];
-    if (j - i > 1) {
-      std::snprintf(run, sizeof(run), " %d*%zu", int(tiles(i)), j - i);
-    } else {
-      std::snprintf(run, sizeof(run), " %d", int(tiles(i)));
-    }
-    out.append(run);
-    i = j;
-  }
-  return out;
 }
 
 // Largest |a − b| over the largest |b| (NaN anywhere: infinity).
@@ -291,7 +274,7 @@ int main(int argc, char** argv) {
       const WorkList& wl = lists[k].wl;
       if (lists[k].grid == 0) {
         std::printf("L %s/%zu %d %d %d%s\n", c.name.c_str(), k, m[k].plan.cluster_size > 0 ? 1 : 0, wl.num_partials,
-                    wl.num_split_requests, list_runs(wl.items, set.tile).c_str());
+                    wl.num_split_requests, mla::pace::list_runs(wl.items, set.tile).c_str());
         continue;
       }
       // A walking list: its CTAs' chains, one after another, each after a '|'.
@@ -299,7 +282,7 @@ int main(int argc, char** argv) {
       for (int cta = 0; cta < lists[k].grid; ++cta) {
         std::vector<WorkItem> chain;
         for (int i = cta; i >= 0; i = wl.items[std::size_t(i)].next) chain.push_back(wl.items[std::size_t(i)]);
-        std::printf(" |%s", list_runs(chain, set.tile).c_str());
+        std::printf(" |%s", mla::pace::list_runs(chain, set.tile).c_str());
       }
       std::printf("\n");
     }

@@ -12,29 +12,8 @@
 #include <vector>
 
 #include "host/planner.h"
+#include "list_format.h"
 #include "testing/inputs.h"
-
-namespace {
-
-std::string list_runs(const std::vector<mla::WorkItem>& items, int tile) {
-  std::string out;
-  for (std::size_t i = 0; i < items.size();) {
-    const auto tiles = [&](std::size_t k) { return (items[k].kv_end - items[k].kv_begin + tile - 1) / tile; };
-    std::size_t j = i;
-    while (j < items.size() && tiles(j) == tiles(i)) ++j;
-    char run[48];
-    if (j - i > 1) {
-      std::snprintf(run, sizeof(run), " %d*%zu", int(tiles(i)), j - i);
-    } else {
-      std::snprintf(run, sizeof(run), " %d", int(tiles(i)));
-    }
-    out.append(run);
-    i = j;
-  }
-  return out;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace mla;
@@ -54,7 +33,7 @@ int main(int argc, char** argv) {
     const int max_items = cuda_workspace_layout(batch, 1, kSlots, 2).max_items;
     const auto print = [&](const std::string& rule, const WorkList& wl) {
       std::printf("R %s %s %d %d%s\n", c.c_str(), rule.c_str(), wl.num_partials, wl.num_split_requests,
-                  list_runs(wl.items, kTile).c_str());
+                  pace::list_runs(wl.items, kTile).c_str());
     };
     print("tile", balanced_work_list(lens, kSlots, kTile, max_items, false, kDramBound));
     print("tl", balanced_work_list(lens, kSlots, kTile, max_items, true, kDramBound));
