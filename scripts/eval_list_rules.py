@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Looks up each rule's list (mla_list_rules) among the lists mla_list_bench measured (bench/pace/*.txt:
 L lines, a CTA per item) and prints, per rule, the geomean against each case's list 0 (the plan of the
-run), the worst case, and the fastest list measured — over the ragged cases (BxLrS), or with --uniform
-over the others. perf-notes v134 chose bf16's ragged rule ("sim") this way.
+run), the worst case, and the fastest list measured — over the ragged cases (BxLrS, BxLhS, BxLqS), or
+with --uniform over the others. perf-notes v134 chose bf16's ragged rule ("sim") this way.
 
 usage: scripts/eval_list_rules.py BUILD_DIR FILE... [--uniform] [--show RULE]
 """
@@ -38,7 +38,7 @@ def main():
                 case = f[1].rsplit("/", 1)[0]
                 key = (int(f[3]), int(f[4]), " ".join(f[5:]))
                 measured[case][key] = min(measured[case].get(key, math.inf), us[f[1]])
-    cases = [c for c in plan if ("r" in c.split("x")[1]) != a.uniform]
+    cases = [c for c in plan if any(k in c.split("x")[1] for k in "rhq") != a.uniform]
     out = subprocess.run([os.path.join(a.build_dir, "mla_list_rules")] + cases, capture_output=True, text=True,
                          check=True).stdout
     rules = collections.defaultdict(dict)

@@ -3,7 +3,8 @@
 // scripts/fit_lists.py; perf-notes, session 32). All three formats; bf16's lists also as walking grids.
 //
 //   usage: mla_list_bench FORMAT ROUNDS REPS CASE...
-//     CASE: BxL (B requests of L tokens) or BxLrS (ragged_lengths(B, S, L): up to L tokens, seed S)
+//     CASE: BxL (B requests of L tokens), BxLrS (ragged_lengths(B, S, L): up to L tokens, seed S), or
+//           BxLhS / BxLqS (uniform in [L/2, L] / [L/4, L], seed S; list_format.h's parse_case)
 //
 // One input (the largest case's tokens) serves every case: a case's requests are consecutive rows of
 // it. Candidates: list 0 is the plan's (cuda::plan_and_list); then the lists balanced_work_list weighs
@@ -46,15 +47,7 @@ struct Case {
 };
 
 bool parse_case(const std::string& s, Case* c) {
-  int b = 0, len = 0, seed = 0;
-  char tail = 0;
-  if (std::sscanf(s.c_str(), "%dx%dr%d%c", &b, &len, &seed, &tail) == 3 && b > 0 && len > 0) {
-    c->lengths = mla::testing::ragged_lengths(b, std::uint64_t(seed), len);
-  } else if (std::sscanf(s.c_str(), "%dx%d%c", &b, &len, &tail) == 2 && b > 0 && len > 0) {
-    c->lengths.assign(std::size_t(b), len);
-  } else {
-    return false;
-  }
+  if (!mla::pace::parse_case(s, &c->lengths)) return false;
   c->name = s;
   return true;
 }

@@ -2,7 +2,7 @@
 // mla_list_bench's list format, so that scripts/eval_list_rules.py can look each up among the lists
 // mla_list_bench measured (perf-notes v134: how bf16's ragged rule was chosen).
 //
-//   usage: mla_list_rules CASE...     CASE: BxL or BxLrS (ragged_lengths(B, S, L)), as mla_list_bench's
+//   usage: mla_list_rules CASE...     CASE: as mla_list_bench's (list_format.h's parse_case)
 //   prints per case and rule: R CASE RULE partials split_requests TILES*COUNT ...
 //   rules: tile (the tile model's list, kDramBound), tl (the same with timelines), tl_oO / nt_oO (timelines
 //   on / off at an item overhead of O tiles, a 2 % margin), sim (simulated_work_list with kFp8Pace: v134's
@@ -13,23 +13,18 @@
 
 #include "host/planner.h"
 #include "list_format.h"
-#include "testing/inputs.h"
 
 int main(int argc, char** argv) {
   using namespace mla;
   constexpr int kSlots = 132, kTile = 64;
   for (int a = 1; a < argc; ++a) {
     const std::string c = argv[a];
-    const std::size_t x = c.find('x'), r = c.find('r');
-    if (x == std::string::npos) {
-      std::fprintf(stderr, "mla_list_rules: bad case '%s' (BxL or BxLrS)\n", c.c_str());
+    std::vector<std::int32_t> lens;
+    if (!pace::parse_case(c, &lens)) {
+      std::fprintf(stderr, "mla_list_rules: bad case '%s' (BxL, BxLrS, BxLhS or BxLqS)\n", c.c_str());
       return 2;
     }
-    const int batch = std::stoi(c.substr(0, x));
-    const std::vector<std::int32_t> lens =
-        r == std::string::npos
-            ? std::vector<std::int32_t>(std::size_t(batch), std::stoi(c.substr(x + 1)))
-            : testing::ragged_lengths(batch, std::stoull(c.substr(r + 1)), std::stoi(c.substr(x + 1, r - x - 1)));
+    const int batch = int(lens.size());
     const int max_items = cuda_workspace_layout(batch, 1, kSlots, 2).max_items;
     const auto print = [&](const std::string& rule, const WorkList& wl) {
       std::printf("R %s %s %d %d%s\n", c.c_str(), rule.c_str(), wl.num_partials, wl.num_split_requests,
