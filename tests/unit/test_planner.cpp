@@ -887,15 +887,20 @@ TEST(Planner, WalkLayoutsKeepEveryItemOnce) {
 // the SMs and at most 64 % of them, every one of at least 24 tiles (the TMA's), and where the H200's
 // measured model says so: 70 × 1536 (measured −10 % against the walked timelines) and 76 × 2560 (−4.6 %),
 // not 70 × 4096 (+1.9 %) or 76 × 8192 (+2.6 %).
-// Which batches count as ragged (perf-notes v134): lengths whose spread is at least 0.4 of their mean.
+// Which batches count as ragged (perf-notes v134): lengths whose spread is at least 0.15 of their mean.
 TEST(Planner, RaggedBatches) {
   EXPECT_TRUE(ragged_batch(testing::ragged_lengths(96, 4, 4096)));  // uniform in [0, max]: cv ~0.58
   EXPECT_FALSE(ragged_batch(std::vector<std::int32_t>(96, 4096)));
-  std::vector<std::int32_t> half(100);  // uniform in [max / 2, max]: cv ~0.19
-  for (int i = 0; i < 100; ++i) half[std::size_t(i)] = 4096 + 41 * i;
-  EXPECT_FALSE(ragged_batch(half));
+  std::vector<std::int32_t> half(100), tight(100);  // uniform in [max / 2, max] (cv ~0.19), [0.8 max, max]
+  for (int i = 0; i < 100; ++i) {
+    half[std::size_t(i)] = 4096 + 41 * i;
+    tight[std::size_t(i)] = 6554 + 16 * i;
+  }
+  EXPECT_TRUE(ragged_batch(half));
+  EXPECT_FALSE(ragged_batch(tight));                                  // cv ~0.064
   EXPECT_TRUE(ragged_batch(std::vector<std::int32_t>{100, 1000}));    // cv 0.82
-  EXPECT_FALSE(ragged_batch(std::vector<std::int32_t>{1000, 1500}));  // cv 0.2
+  EXPECT_TRUE(ragged_batch(std::vector<std::int32_t>{1000, 1500}));   // cv 0.2
+  EXPECT_FALSE(ragged_batch(std::vector<std::int32_t>{1000, 1200}));  // cv 0.09
   EXPECT_FALSE(ragged_batch(std::vector<std::int32_t>{5000}));
   EXPECT_FALSE(ragged_batch(std::vector<std::int32_t>(8, 0)));
 }
