@@ -198,7 +198,8 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
     wl = *forced;
   } else {
     switch (p.kv.format) {
-      case KvFormat::bf16:  // one CTA per SM: no timelines (+1.5 % at 160 and 200 × 8192, perf-notes v121)
+      case KvFormat::bf16:  // one CTA per SM: the tile model's list without timelines (+1.5 % at 160 and
+                            // 200 × 8192, perf-notes v121), or for a ragged batch fp8's simulated launch's
         wl = bf16_ragged ? simulated_work_list(lengths, slots, tile, layout.max_items, kFp8Pace)
                          : balanced_work_list(lengths, slots, tile, layout.max_items, false, kDramBound);
         break;
