@@ -141,27 +141,47 @@ std::vector<std::int64_t> item_costs(std::span<const WorkItem> items, int tile, 
 }
 
 // The costs of every request cut at `chunk` tokens (work_list_from_chunks' pieces), costliest
-// first: the list that work_list_from_chunks would make, without making it. (A request's pieces but
-// its last cost the same, so they are counted per cost and written out costliest first: a counting
-// sort, as the costs are small integers — at most the longest request's tiles plus `overhead`.)
+// first: the list that work_list_from_chunks would make, without making it. A request's pieces but
+// its last cost the same; where the costs are small integers beside the number of pieces (the costliest
+// at most kCountingSortSpan more than the pieces), they are counted per cost and written out costliest
+// first (a counting sort), else listed and sorted — the same list either way. (Counting alone made
+// lengths near 2^31 cost gigabytes.)
 void chunk_costs(std::span<const std::int32_t> kv_lengths, std::int64_t chunk, int tile, int overhead,
                  std::vector<std::int64_t>* costs, std::vector<std::int64_t>* counts) {
-  counts->clear();
-  const auto count = [&](std::int64_t cost, std::int64_t k) {
-    if (std::size_t(cost) >= counts->size()) counts->resize(std::size_t(cost) + 1, 0);
-    (*counts)[std::size_t(cost)] += k;
+  constexpr std::int64_t kCountingSortSpan = 4096;
+  struct Cut {
+    std::int64_t n, per_cost, last_cost;
   };
-  for (std::int32_t len : kv_lengths) {
+  const auto cut = [&](std::int32_t len) {
     const std::int64_t n = pieces(len, chunk);
     const std::int64_t per = n == 1 ? len : piece_tokens(len, n, tile);
     // Pieces 0 .. n − 2 hold `per` tokens each (each begins before len); the last holds the rest.
-    const std::int64_t last = len - (n - 1) * per;
-    if (n > 1) count(item_cost(per, tile, overhead), n - 1);
-    count(item_cost(last, tile, overhead), 1);
+    return Cut{n, item_cost(per, tile, overhead), item_cost(len - (n - 1) * per, tile, overhead)};
+  };
+  std::int64_t total = 0, costliest = 0;
+  for (std::int32_t len : kv_lengths) {
+    const Cut c = cut(len);
+    total += c.n;
+    costliest = std::max({costliest, c.n > 1 ? c.per_cost : 0, c.last_cost});
   }
   costs->clear();
-  for (std::size_t c = counts->size(); c-- > 0;)
-    costs->insert(costs->end(), std::size_t((*counts)[c]), std::int64_t(c));
+  if (costliest > total + kCountingSortSpan) {
+    for (std::int32_t len : kv_lengths) {
+      const Cut c = cut(len);
+      costs->insert(costs->end(), std::size_t(c.n - 1), c.per_cost);
+      costs->push_back(c.last_cost);
+    }
+    std::sort(costs->begin(), costs->end(), std::greater<>());
+    return;
+  }
+  counts->assign(std::size_t(costliest) + 1, 0);
+  for (std::int32_t len : kv_lengths) {
+    const Cut c = cut(len);
+    if (c.n > 1) (*counts)[std::size_t(c.per_cost)] += c.n - 1;
+    ++(*counts)[std::size_t(c.last_cost)];
+  }
+  for (std::size_t k = counts->size(); k-- > 0;)
+    costs->insert(costs->end(), std::size_t((*counts)[k]), std::int64_t(k));
 }
 
 // list_makespan of items of these costs, in this order. `free_at` (a buffer): the busy slots' finish
@@ -579,8 +599,11 @@ double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, b
       real = now;
     }
     advance(s, now);
+    // Done: no work left, or so little that it cannot move the clock (at ~10^7 µs a residue of rounding
+    // above kDone would otherwise schedule its end at `now` again and again).
+    const double per_tile_now = per_tile_us(s);
     for (Cta& c : s.cta) {
-      if (c.busy && c.ready <= now && c.left <= kDone) {
+      if (c.busy && c.ready <= now && (c.left <= kDone || now + c.left * per_tile_now == now)) {
         c.busy = false;
         end = std::max(end, real);
       }

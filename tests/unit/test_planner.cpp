@@ -436,6 +436,23 @@ TEST(Planner, SimulatedLaunchPacesLoneAndPairedCtas) {
 
 // The DRAM bound of simulated_launch_us: while the computing CTAs ask for more tiles per µs than it,
 // every one of them slows by the same factor. A tile takes 1 µs on a lone CTA, the bound is 1 tile per µs.
+// Requests near the longest a plan takes (2^31 − 1 tokens): the simulation ends (its clock at ~10^8
+// µs once hung on a rounding residue above kDone), and the chunk scan's costs stay a list of pieces (a
+// counter per cost once took gigabytes there). A fuzzer found both (session 33).
+TEST(Planner, HugeRequestsPlanAndSimulate) {
+  const std::vector<WorkItem> items = {{0, 0, 1000000000, -1}, {1, 0, 1000000001, -1}};
+  const double us = simulated_launch_us(items, 1, 64, false, 0, 0, kMxfp4Pace);
+  EXPECT_GT(us, 1000000001.0 / 64 * kMxfp4Pace.paired_tile_us);
+  EXPECT_LT(us, 1e10);
+  const std::vector<std::int32_t> longest(4, 2147483647);
+  for (int tile : {1, 64}) {
+    const WorkList wl = balanced_work_list(longest, 3, tile, 64, false);
+    EXPECT_TRUE(is_work_list_of(wl, longest)) << "tile " << tile;
+    const WorkList sim = simulated_work_list(longest, 264, tile, 600, kFp8Pace);
+    EXPECT_TRUE(is_work_list_of(sim, longest)) << "tile " << tile;
+  }
+}
+
 TEST(Planner, SimulatedLaunchSharesTheDram) {
   constexpr LaunchPace kPace{2.0, 1.0, 0, 0, 0, 0, 0, 0, 1.0};
   constexpr LaunchPace kNoDram{2.0, 1.0, 0, 0, 0, 0, 0, 0};
