@@ -27,6 +27,7 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr int kPlanReps = 20;  // plan() calls timed per case (their median is plan_us)
+static_assert(kPlanReps == 20, "the help text and README say 20 plan() calls");
 
 const char* kBenchHelp = R"HELP(usage: mla bench [options]
 

@@ -205,10 +205,9 @@ int main(int argc, char** argv) {
     int walking_path_grid = 0;
     if (bf16) {
       walking_path = tiles;
-      walking_path_grid = walking_grid(walking_path.items, set.slots, 64 * std::int64_t(set.tile));
-      walking_path = walking_work_list(c.lengths, std::move(walking_path), walking_path_grid, set.tile, set.max_items);
+      walking_path_grid = walking_grid(walking_path.items, set.slots, std::int64_t(kWalkMaxMeanTiles) * set.tile);
       walking_path_grid =
-          walked_timelines(c.lengths, set.slots, set.tile, set.max_items, walking_path_grid, &walking_path);
+          bf16_walking_path(c.lengths, set.slots, set.tile, set.max_items, walking_path_grid, &walking_path);
       add(walking_path, walking_path_grid);
     }
     // bf16 also every request whole and in halves, a CTA per item (whether or not a model weighed them).

@@ -14,7 +14,9 @@ namespace mla::pace {
 
 // A case's request lengths: BxL (B requests of L tokens), BxLrS (ragged_lengths(B, S, L): up to L
 // tokens, some edge lengths), BxLhS / BxLqS (uniform in [L/2, L] / [L/4, L], seed S: spreads of about
-// 0.19 and 0.35 of the mean). False when `s` is none of these.
+// 0.19 and 0.35 of the mean; drawn by std::uniform_int_distribution over std::mt19937, whose mapping is
+// the standard library's own: the committed data (bench/pace/bf16_g, bf16_h) are libstdc++'s, g++ 12).
+// False when `s` is none of these.
 inline bool parse_case(const std::string& s, std::vector<std::int32_t>* lengths) {
   int b = 0, len = 0, seed = 0;
   char kind = 0, tail = 0;

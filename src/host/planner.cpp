@@ -1119,17 +1119,23 @@ int walked_timelines(std::span<const std::int32_t> kv_lengths, int slots, int ti
   return used;
 }
 
-bool ragged_batch(std::span<const std::int32_t> kv_lengths) {
-  if (kv_lengths.size() < 2) return false;
+bool ragged_batch(std::span<const std::int32_t> request_lengths, int rows) {
+  if (request_lengths.size() < 2 || rows > kRaggedMaxRows) return false;
   double sum = 0, sq = 0;
-  for (std::int32_t len : kv_lengths) {
+  for (std::int32_t len : request_lengths) {
     sum += double(len);
     sq += double(len) * double(len);
   }
-  const double n = double(kv_lengths.size()), mean = sum / n;
+  const double n = double(request_lengths.size()), mean = sum / n;
   if (mean <= 0) return false;
   const double var = std::max(0.0, sq / n - mean * mean);
   return std::sqrt(var) >= kRaggedMinCv * mean;
+}
+
+int bf16_walking_path(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items, int grid,
+                      WorkList* wl) {
+  *wl = walking_work_list(kv_lengths, std::move(*wl), grid, tile, max_items);
+  return walked_timelines(kv_lengths, slots, tile, max_items, grid, wl);
 }
 
 bool whole_requests_pay(std::span<const std::int32_t> kv_lengths, int slots, int tile) {

@@ -212,6 +212,10 @@ void set_kv_bases(std::span<WorkItem> items, std::span<const std::int32_t> kv_in
 // walking saves each extra item a pipeline restart and costs a little per tile, so it pays for short
 // items only — else one CTA per item.
 int walking_grid(std::span<const WorkItem> items, int slots, std::int64_t max_mean_tokens);
+// bf16's walking_grid bound: CTAs walk when their items average at most this many tiles (with more
+// items than SMs, walking saves each extra item a pipeline restart, ~2.5 µs, and costs ~1 % per tile;
+// perf-notes v42b, v42c).
+constexpr int kWalkMaxMeanTiles = 64;
 
 // A walking CTA's cost of an item beyond its tiles, in tiles: the item's epilogue and the next one's
 // start (its first tiles' copies already went out under the previous item: perf-notes v42c).
@@ -268,31 +272,42 @@ constexpr int kWalkedStartTiles = 4;
 int walked_timelines(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items, int grid,
                      WorkList* wl);
 
+// Whether the CUDA plan treats a batch as ragged: at most kRaggedMaxRows q rows (virtual requests),
+// and its requests' lengths (`request_lengths`, one per request, not per q row) spread with a
+// coefficient of variation (standard deviation over mean) of at least kRaggedMinCv. bf16's ragged
+// batches take fp8's simulated launch (simulated_work_list with kFp8Pace), a CTA per item, instead of
+// the tile model's list walked (perf-notes v134: over 33 ragged batches of 48–300 requests of up to
+// 2048–16384 tokens, lengths uniform in [0, max], cv ≈ 0.58, measured in three runs, −0.1 to −8.0 %
+// each against the plan before, −3.0 % geomean, none slower; the fastest list measured was −3.8 %;
+// v134b: over 14 of lengths uniform in [max/2, max] or [max/4, max], cv ≈ 0.19 and 0.35, −0.1 to
+// −8.7 %, −2.4 %). Uniform batches walk better (the same rule there: +0.2 % geomean, up to +9.5 %);
+// spreads between 0 and 0.19 are not measured, and 0.15 splits them; nor are batches above 300 rows,
+// where walking saves thousands of short items their restarts.
+constexpr double kRaggedMinCv = 0.15;
+constexpr int kRaggedMaxRows = 300;
+bool ragged_batch(std::span<const std::int32_t> request_lengths, int rows);
+
+// bf16's walking path, the CUDA plan's for batches that are not ragged: `wl` (the tile model's list)
+// on `grid` CTAs (walking_grid's, or the items when nothing walks), cut and laid out by
+// walking_work_list, then walked timelines where they pay (walked_timelines). Returns the grid. (The
+// plan then may still take every request whole, whole_requests_pay, where the TMA can copy them.)
+int bf16_walking_path(std::span<const std::int32_t> kv_lengths, int slots, int tile, int max_items, int grid,
+                      WorkList* wl);
+
 // bf16 (one CTA per SM): every request whole, a CTA each, instead of a walking list (perf-notes v133).
 // Where the requests outnumber half the SMs but not kWholeMaxSlotPercent % of them, a one-wave launch
 // of whole requests copied by TMA streams each SM's tiles faster than a full machine does, and pays no
-// walking, partials or combine. Measured on the H200 (bench/pace/bf16_c.txt, 44 uniform cases of
-// 40–100 requests of 1536–8192 tokens): a launch of N whole requests took about
-//   whole_us = kWholeFixedUs + kWholeTileUs · L + kWholeRequestUs · N   (L: its longest request's tiles;
-//   26 lists of 68–88 requests, within −7…+9 %), and a walking list
-//   walked_us = kWalkedFixedUs + T / (kWalkedTilesPerSlotUs · slots)    (T: all tiles; 36 lists of
-//   68–100 requests, within −5…+12 %),
-// and above 84 requests whole ones slowed sharply (88 × 8192: 218 µs against the fit's 203; 92 × 8192
-// 242, ~1.5 × the per-tile time of 84). True when slots / 2 < N ≤ kWholeMaxSlotPercent % of `slots`,
-// every request holds at least kTmaMinTilesBf16 · `tile` tokens (as kv_tma asks), and whole_us is at least
-// kWholeMinGainPercent % under walked_us. (The caller checks that the TMA can copy them.)
-// Whether a batch's request lengths spread as a ragged batch does: their coefficient of variation
-// (standard deviation over mean) is at least kRaggedMinCv. bf16's ragged batches take fp8's
-// simulated launch (simulated_work_list with kFp8Pace), a CTA per item, instead of the tile model's
-// list walked (perf-notes v134: over 33 ragged batches of 48–300 requests of up to 2048–16384
-// tokens, lengths uniform in [0, max], cv ≈ 0.58, measured in three runs, −0.1 to −8.0 % each against
-// the plan before, −3.0 % geomean, none slower; the fastest list measured was −3.8 %; and over 14 of
-// lengths uniform in [max/2, max] or [max/4, max], cv ≈ 0.19 and 0.35, −0.1 to −8.7 %, −2.4 %). Uniform
-// batches walk better (the same rule there: +0.2 % geomean, up to +9.5 %); spreads between 0 and 0.19
-// are not measured, and 0.15 splits them.
-constexpr double kRaggedMinCv = 0.15;
-bool ragged_batch(std::span<const std::int32_t> kv_lengths);
-
+// walking, partials or combine. Measured on the H200 (bench/pace/bf16_a … bf16_c.txt; the fit:
+// scripts/fit_whole_requests.py), a launch of N whole requests took about
+//   whole_us = fixed_us + tile_us · L + request_us · N     (L: its longest request's tiles; 27 lists of
+//   68–88 requests, within −7…+9 %), and the plan's walking lists
+//   walked_us = walked_fixed_us + T / (walked_tiles_per_slot_us · slots)   (T: all tiles; 38 lists of
+//   68–100 requests, within −5…+12 %)
+// (kWholeRequests' fields), and above 84 requests whole ones slowed sharply (88 × 8192: 218 µs against
+// the fit's 203; 92 × 8192 242, ~1.2 × the per-tile time of 84). whole_requests_pay: true when
+// slots / 2 < N ≤ kWholeMaxSlotPercent % of `slots`, every request holds at least kTmaMinTilesBf16 ·
+// `tile` tokens (as kv_tma asks), and whole_us is at least kWholeMinGainPercent % under walked_us.
+// (The caller checks that the TMA can copy them.)
 struct WholeRequestsModel {
   double fixed_us;
   double tile_us;
@@ -300,7 +315,7 @@ struct WholeRequestsModel {
   double walked_fixed_us;
   double walked_tiles_per_slot_us;
 };
-constexpr WholeRequestsModel kWholeRequests{-64.01, 1.384, 1.021, 20.02, 0.4496};
+constexpr WholeRequestsModel kWholeRequests{-64.01, 1.384, 1.021, 20.02, 0.4495};
 constexpr int kWholeMaxSlotPercent = 64;
 constexpr int kWholeMinGainPercent = 2;
 bool whole_requests_pay(std::span<const std::int32_t> kv_lengths, int slots, int tile);

@@ -63,9 +63,9 @@ void prepare_planned(const HostInputs& in, GpuCase* c, Plan* pl, bool with_lse =
 }
 
 // prepare, then a bf16 walking plan of the case whatever plan() picks (since v134 plan() runs ragged
-// batches a CTA per item): the tile model's list, cut for one wave of walking CTAs by
-// walking_work_list and laid out in its walk order — the list plan() walked before — by
-// cuda::plan_with_list. So the walking kernel stays covered on ragged items.
+// batches a CTA per item): the tile model's list through bf16_walking_path on walking_grid's CTAs —
+// the list plan() walked before v134 — by cuda::plan_with_list. So the walking kernel stays covered
+// on ragged items.
 void prepare_walking(const HostInputs& in, GpuCase* c, Plan* pl, bool with_lse = true) {
   ASSERT_NO_FATAL_FAILURE(prepare(in, c, with_lse));
   const Problem& p = c->problem();
@@ -77,9 +77,10 @@ void prepare_walking(const HostInputs& in, GpuCase* c, Plan* pl, bool with_lse =
     for (int i = 0; i < in.spec.s_q; ++i) rows.push_back(std::int32_t(visible_keys(len, in.spec.s_q, i)));
   }
   WorkList wl = balanced_work_list(rows, set.slots, set.tile, set.max_items, false, kDramBound);
-  wl = walking_work_list(rows, std::move(wl), set.slots, set.tile, set.max_items);
-  ASSERT_GT(int(wl.items.size()), set.slots) << "a walking plan needs more items than CTAs";
-  s = cuda::plan_with_list(p, wl, rows, set.slots, c->ws.get(), c->ws.size(), pl);
+  int grid = walking_grid(wl.items, set.slots, std::int64_t(kWalkMaxMeanTiles) * set.tile);
+  grid = bf16_walking_path(rows, set.slots, set.tile, set.max_items, grid, &wl);
+  ASSERT_LT(grid, int(wl.items.size())) << "the case's walking path does not walk";
+  s = cuda::plan_with_list(p, wl, rows, grid, c->ws.get(), c->ws.size(), pl);
   ASSERT_TRUE(s.ok()) << s.message;
 }
 
@@ -344,10 +345,11 @@ TEST(GpuDecode, Bf16CtasWalkSeveralItems) {
 
 // A walking grid whose even-share list leaves the CTAs uneven (perf-notes v119): ragged requests of up
 // to 8192 tokens, 200 of them (as `mla bench --ragged` draws them), cut at 92 tiles they make 249
-// items in two rounds; the CUDA plan cuts them finer, into more items, more of them split (v119's
-// walking_work_list, and since v120 balanced_work_list's own scan, pick the same 67-tile cut).
-// Contiguous and pages of 16, 1 and 2 query tokens per request, peaked inputs, against the reference.
-// (Since v134 plan() runs ragged batches a CTA per item: the walking plan is prepare_walking's.)
+// items in two rounds; bf16's walking path cuts them finer, into more items, more of them split (v119's
+// walking_work_list, and since v120 balanced_work_list's own scan, pick the same 67-tile cut). Since
+// v134 plan() runs ragged batches a CTA per item, so the walking plan here is prepare_walking's (the
+// walking path, plan()'s before). Contiguous and pages of 16, 1 and 2 query tokens per request,
+// peaked inputs, against the reference.
 TEST(GpuDecode, Bf16WalkingListCutForEvenCtas) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   struct Shape {
@@ -846,7 +848,7 @@ TEST(GpuDecode, Bf16RaggedBatchesRunACtaPerItem) {
   };
   for (Shape sh : {Shape{96, 4096, 4, 0, 1}, Shape{128, 2048, 8, 16, 1}, Shape{48, 8192, 5, 0, 2}}) {
     const std::vector<std::int32_t> lens = ragged_lengths(sh.batch, std::uint64_t(sh.seed), sh.max_len);
-    ASSERT_TRUE(ragged_batch(lens));
+    ASSERT_TRUE(ragged_batch(lens, sh.batch * sh.s_q));
     Plan pl;
     ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(lens, KvFormat::bf16, sh.page, sh.s_q, 151 + sh.page + sh.s_q, &pl));
     EXPECT_EQ(pl.grid, pl.num_work_items) << describe(pl);

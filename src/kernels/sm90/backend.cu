@@ -193,7 +193,10 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   WorkList wl;
   // bf16's ragged batches: fp8's simulated launch picks their list, a CTA per item, never walked
   // (perf-notes v134); its other batches: the tile model's list, then walking (below).
-  const bool bf16_ragged = forced == nullptr && p.kv.format == KvFormat::bf16 && ragged_batch(lengths);
+  std::vector<std::int32_t> request_lengths(std::size_t(p.batch));
+  for (int b = 0; b < p.batch; ++b) request_lengths[std::size_t(b)] = kv[std::size_t(b) + 1] - kv[std::size_t(b)];
+  const bool bf16_ragged =
+      forced == nullptr && p.kv.format == KvFormat::bf16 && ragged_batch(request_lengths, int(p.total_q));
   if (forced != nullptr) {
     wl = *forced;
   } else {
@@ -239,10 +242,13 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
                                                 : sm90::decode_grid(p.kv.format, launched, cluster, sms);
   if (cluster == 0 && forced == nullptr &&
       !bf16_ragged) {  // a walking grid's list and order (nothing to do when every item has its CTA)
-    wl = walking_work_list(lengths, std::move(wl), grid, tile, layout.max_items);
-    // bf16's one CTA per SM walks its timelines instead, where they pay (perf-notes v122); only its
-    // kernel walks (follows WorkItem::next).
-    if (p.kv.format == KvFormat::bf16) grid = walked_timelines(lengths, slots, tile, layout.max_items, grid, &wl);
+    // bf16's one CTA per SM also walks its timelines, where they pay (perf-notes v122); only its kernel
+    // walks (follows WorkItem::next).
+    if (p.kv.format == KvFormat::bf16) {
+      grid = bf16_walking_path(lengths, slots, tile, layout.max_items, grid, &wl);
+    } else {
+      wl = walking_work_list(lengths, std::move(wl), grid, tile, layout.max_items);
+    }
     // bf16's walking list against every request whole, a CTA each, where the model says whole ones
     // copied by TMA are faster (perf-notes v133) and the TMA can copy them.
     if (p.kv.format == KvFormat::bf16 && grid < int(wl.items.size()) && whole_requests_pay(lengths, slots, tile)) {

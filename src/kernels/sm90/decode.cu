@@ -656,9 +656,9 @@ int decode_grid(KvFormat format, std::span<const WorkItem> items, int cluster, i
     case KvFormat::bf16: {
       // One CTA per SM. With more items than SMs, walking saves each extra item a pipeline restart
       // (~2.5 µs) and costs ~1 % per tile (perf-notes v42b, v42c): for items of ≤ 64 tiles on average.
-      constexpr std::int64_t kWalkMaxMeanTokens = 64 * kTileTokens;
-      return cluster > 0 ? int(items.size())
-                         : walking_grid(items, sms * decode_ctas_per_sm(format), kWalkMaxMeanTokens);
+      return cluster > 0
+                 ? int(items.size())
+                 : walking_grid(items, sms * decode_ctas_per_sm(format), std::int64_t(kWalkMaxMeanTiles) * kTileTokens);
     }
     case KvFormat::fp8:
     case KvFormat::mxfp4:
