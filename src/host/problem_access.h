@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "mla/mla.h"
 
@@ -25,6 +27,17 @@ inline std::int64_t physical_row(const Problem& p, int b, std::int64_t n) {
 inline std::int64_t visible_keys(std::int64_t L, int s_q, int i) {
   const std::int64_t v = L - s_q + i + 1;
   return v < 0 ? 0 : (v > L ? L : v);
+}
+
+// The CUDA plan's virtual requests, one per query token: row b·s_q + i sees visible_keys(L_b, s_q, i)
+// keys of request b, whose KV holds `request_lengths[b]` tokens.
+inline std::vector<std::int32_t> query_row_lengths(std::span<const std::int32_t> request_lengths, int s_q) {
+  std::vector<std::int32_t> rows;
+  rows.reserve(request_lengths.size() * std::size_t(s_q));
+  for (std::int32_t len : request_lengths) {
+    for (int i = 0; i < s_q; ++i) rows.push_back(std::int32_t(visible_keys(len, s_q, i)));
+  }
+  return rows;
 }
 
 }  // namespace mla

@@ -72,10 +72,7 @@ void prepare_walking(const HostInputs& in, GpuCase* c, Plan* pl, bool with_lse =
   cuda::ListSetting set;
   Status s = cuda::list_setting(p, &set);
   ASSERT_TRUE(s.ok()) << s.message;
-  std::vector<std::int32_t> rows;  // the plan's virtual requests: each query token's causal length
-  for (std::int32_t len : in.spec.kv_lens) {
-    for (int i = 0; i < in.spec.s_q; ++i) rows.push_back(std::int32_t(visible_keys(len, in.spec.s_q, i)));
-  }
+  const std::vector<std::int32_t> rows = query_row_lengths(in.spec.kv_lens, in.spec.s_q);  // (plan()'s rows)
   WorkList wl = balanced_work_list(rows, set.slots, set.tile, set.max_items, false, kDramBound);
   int grid = walking_grid(wl.items, set.slots, std::int64_t(kWalkMaxMeanTiles) * set.tile);
   grid = bf16_walking_path(rows, set.slots, set.tile, set.max_items, grid, &wl);
@@ -371,11 +368,8 @@ TEST(GpuDecode, Bf16WalkingListCutForEvenCtas) {
     EXPECT_TRUE(r.cmp.ok()) << spec.name() << ": " << r.cmp.summary() << " | " << describe(pl);
     EXPECT_EQ(r.cmp.nonfinite, 0) << spec.name();
     EXPECT_TRUE(r.guards_ok) << spec.name();
-    std::vector<std::int32_t> rows;  // the plan's virtual requests: each token's causal length
-    for (std::int32_t len : lens) {
-      for (int i = 0; i < sh.s_q; ++i) rows.push_back(std::int32_t(visible_keys(len, sh.s_q, i)));
-    }
-    const WorkList even = build_work_list(rows, pl.device_sms, 64);  // the even share per item
+    const std::vector<std::int32_t> rows = query_row_lengths(lens, sh.s_q);  // the plan's virtual requests
+    const WorkList even = build_work_list(rows, pl.device_sms, 64);          // the even share per item
     EXPECT_LT(pl.grid, pl.num_work_items) << describe(pl);
     EXPECT_GT(pl.num_work_items, int(even.items.size())) << "the finer cut | " << describe(pl);
     EXPECT_LT(pl.tokens_per_split, even.tokens_per_split) << describe(pl);

@@ -182,19 +182,15 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   if (!s.ok()) return s;
 
   // One virtual request per query token: row b·s_q + i sees the first L_b − s_q + i + 1 keys.
-  std::vector<std::int32_t> lengths(std::size_t(p.total_q));
-  for (int b = 0; b < p.batch; ++b) {
-    const std::int64_t len = kv[std::size_t(b) + 1] - kv[std::size_t(b)];
-    for (int i = 0; i < p.s_q; ++i) lengths[std::size_t(b) * p.s_q + i] = std::int32_t(visible_keys(len, p.s_q, i));
-  }
+  std::vector<std::int32_t> request_lengths(std::size_t(p.batch));
+  for (int b = 0; b < p.batch; ++b) request_lengths[std::size_t(b)] = kv[std::size_t(b) + 1] - kv[std::size_t(b)];
+  const std::vector<std::int32_t> lengths = query_row_lengths(request_lengths, p.s_q);
   const int rows = int(p.total_q), slots = sms * sm90::decode_ctas_per_sm(p.kv.format);
   const WorkspaceLayout layout = cuda_layout(p.batch, p.s_q, sms);
   const int tile = sm90::decode_tile_tokens(p.kv.format);
   WorkList wl;
   // bf16's ragged batches: fp8's simulated launch picks their list, a CTA per item, never walked
   // (perf-notes v134); its other batches: the tile model's list, then walking (below).
-  std::vector<std::int32_t> request_lengths(std::size_t(p.batch));
-  for (int b = 0; b < p.batch; ++b) request_lengths[std::size_t(b)] = kv[std::size_t(b) + 1] - kv[std::size_t(b)];
   const bool bf16_ragged =
       forced == nullptr && p.kv.format == KvFormat::bf16 && ragged_batch(request_lengths, int(p.total_q));
   if (forced != nullptr) {
