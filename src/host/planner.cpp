@@ -140,6 +140,15 @@ std::vector<std::int64_t> item_costs(std::span<const WorkItem> items, int tile, 
   return costs;
 }
 
+// chunk_costs' buffers, kept by its caller across chunks: each request's cut, and the counts per cost.
+struct ChunkScratch {
+  struct Cut {
+    std::int64_t n, per_cost, last_cost;  // pieces; the cost of each but the last; the last's
+  };
+  std::vector<Cut> cuts;
+  std::vector<std::int64_t> counts;
+};
+
 // The costs of every request cut at `chunk` tokens (work_list_from_chunks' pieces), costliest
 // first: the list that work_list_from_chunks would make, without making it. A request's pieces but
 // its last cost the same; where the costs are small integers beside the number of pieces (the costliest
@@ -147,41 +156,36 @@ std::vector<std::int64_t> item_costs(std::span<const WorkItem> items, int tile, 
 // first (a counting sort), else listed and sorted — the same list either way. (Counting alone made
 // lengths near 2^31 cost gigabytes.)
 void chunk_costs(std::span<const std::int32_t> kv_lengths, std::int64_t chunk, int tile, int overhead,
-                 std::vector<std::int64_t>* costs, std::vector<std::int64_t>* counts) {
+                 std::vector<std::int64_t>* costs, ChunkScratch* scratch) {
   constexpr std::int64_t kCountingSortSpan = 4096;
-  struct Cut {
-    std::int64_t n, per_cost, last_cost;
-  };
-  const auto cut = [&](std::int32_t len) {
+  std::vector<ChunkScratch::Cut>& cuts = scratch->cuts;
+  cuts.clear();
+  std::int64_t total = 0, costliest = 0;
+  for (std::int32_t len : kv_lengths) {
     const std::int64_t n = pieces(len, chunk);
     const std::int64_t per = n == 1 ? len : piece_tokens(len, n, tile);
     // Pieces 0 .. n − 2 hold `per` tokens each (each begins before len); the last holds the rest.
-    return Cut{n, item_cost(per, tile, overhead), item_cost(len - (n - 1) * per, tile, overhead)};
-  };
-  std::int64_t total = 0, costliest = 0;
-  for (std::int32_t len : kv_lengths) {
-    const Cut c = cut(len);
+    const ChunkScratch::Cut c{n, item_cost(per, tile, overhead), item_cost(len - (n - 1) * per, tile, overhead)};
+    cuts.push_back(c);
     total += c.n;
     costliest = std::max({costliest, c.n > 1 ? c.per_cost : 0, c.last_cost});
   }
   costs->clear();
   if (costliest > total + kCountingSortSpan) {
-    for (std::int32_t len : kv_lengths) {
-      const Cut c = cut(len);
+    for (const ChunkScratch::Cut& c : cuts) {
       costs->insert(costs->end(), std::size_t(c.n - 1), c.per_cost);
       costs->push_back(c.last_cost);
     }
     std::sort(costs->begin(), costs->end(), std::greater<>());
     return;
   }
-  counts->assign(std::size_t(costliest) + 1, 0);
-  for (std::int32_t len : kv_lengths) {
-    const Cut c = cut(len);
-    if (c.n > 1) (*counts)[std::size_t(c.per_cost)] += c.n - 1;
-    ++(*counts)[std::size_t(c.last_cost)];
+  std::vector<std::int64_t>& counts = scratch->counts;
+  counts.assign(std::size_t(costliest) + 1, 0);
+  for (const ChunkScratch::Cut& c : cuts) {
+    if (c.n > 1) counts[std::size_t(c.per_cost)] += c.n - 1;
+    ++counts[std::size_t(c.last_cost)];
   }
-  for (std::size_t k = counts->size(); k-- > 0;)
-    costs->insert(costs->end(), std::size_t((*counts)[k]), std::int64_t(k));
+  for (std::size_t k = counts.size(); k-- > 0;) costs->insert(costs->end(), std::size_t(counts[k]), std::int64_t(k));
 }
 
 // list_makespan of items of these costs, in this order. `free_at` (a buffer): the busy slots' finish
@@ -245,7 +249,8 @@ std::int64_t cheapest_chunk_tiles(std::span<const std::int32_t> kv_lengths, int 
     }
     return next;
   };
-  std::vector<std::int64_t> costs, counts;
+  std::vector<std::int64_t> costs;
+  ChunkScratch scratch;
   std::int64_t best = 0;
   const auto try_chunk = [&](std::int64_t ct) {  // false: nothing finer can qualify
     std::int64_t n = 0, partials = 0, costliest = 0;
@@ -259,7 +264,7 @@ std::int64_t cheapest_chunk_tiles(std::span<const std::int32_t> kv_lengths, int 
     if (n > max_items || mean > limit) return false;
     const std::int64_t bar = best == 0 ? limit : std::min(limit, *best_cost - 1);
     if (n <= min_items || costliest > bar || mean > bar) return true;
-    chunk_costs(kv_lengths, ct * tile, tile, overhead, &costs, &counts);
+    chunk_costs(kv_lengths, ct * tile, tile, overhead, &costs, &scratch);
     const std::int64_t c = cost(std::span<const std::int64_t>(costs), partials);
     if (c <= bar) {
       *best_cost = c;
