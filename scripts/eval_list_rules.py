@@ -13,6 +13,8 @@ import os
 import statistics
 import subprocess
 
+import list_bench_files
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -23,21 +25,16 @@ def main():
     a = ap.parse_args()
     measured, plan, best = collections.defaultdict(dict), {}, {}
     for path in a.files:
-        us = {}
-        for line in open(path):
-            f = line.split()
-            if not f:
-                continue
-            if f[0] == "M":
-                us[f[1]] = statistics.mean(float(v) for v in f[9:])
-                case = f[1].rsplit("/", 1)[0]
-                best[case] = min(best.get(case, math.inf), us[f[1]])
-                if f[1].endswith("/0"):
-                    plan[case] = us[f[1]]
-            elif f[0] == "L":
-                case = f[1].rsplit("/", 1)[0]
-                key = (int(f[3]), int(f[4]), " ".join(f[5:]))
-                measured[case][key] = min(measured[case].get(key, math.inf), us[f[1]])
+        measured_here, list_lines, _ = list_bench_files.read(path)
+        for k, m in measured_here.items():
+            us, case = statistics.mean(m["rounds"]), list_bench_files.case_of(k)
+            best[case] = min(best.get(case, math.inf), us)
+            if k.endswith("/0"):
+                plan[case] = us
+            if k in list_lines:
+                f = list_lines[k]
+                key = (int(f[1]), int(f[2]), " ".join(f[3:]))
+                measured[case][key] = min(measured[case].get(key, math.inf), us)
     cases = [c for c in plan if any(k in c.split("x")[1] for k in "rhq") != a.uniform]
     out = subprocess.run([os.path.join(a.build_dir, "mla_list_rules")] + cases, capture_output=True, text=True,
                          check=True).stdout

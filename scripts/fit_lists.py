@@ -19,6 +19,8 @@ import math
 import os
 import subprocess
 
+import list_bench_files
+
 from scipy.optimize import minimize
 
 NAMES = ["paired_tile_us", "lone_tile_us", "item_tiles", "item_latency_us", "launch_us", "cluster_merge_us",
@@ -30,28 +32,23 @@ ONE_CTA_NAMES = ["tile_us", "tma_factor", "walk_factor", "item_latency_us", "ite
 def read(files, one_cta=False, median=False):
     """Measurements (the mean of the rounds, or their median), the lists in mla_pace_sim's input
     format (with one_cta: "label tma clustered partials splits grid" then the items or chains), the cases."""
-    meas, lists, cases, tma = {}, [], [], {}
+    meas, lists, cases = {}, [], []
     for path in files:
         tag = os.path.basename(path).split(".")[0]
-        for line in open(path):
-            f = line.split()
-            if not f or f[0] not in ("M", "L", "W"):
-                continue
-            label = f"{tag}:{f[1]}"
-            if f[0] == "M":
-                us = sorted(float(x) for x in f[9:])
-                meas[label] = us[len(us) // 2] if median else sum(us) / len(us)
-                tma[label] = f[7]
-                case = label.rsplit("/", 1)[0]
-                if case not in cases:
-                    cases.append(case)
-            elif not one_cta:
-                if f[0] == "L":
-                    lists.append(" ".join([label] + f[2:]))
-            elif f[0] == "L":  # clustered partials splits runs…
-                lists.append(" ".join([label, tma[label]] + f[2:5] + ["0"] + f[5:]))
-            else:  # grid partials splits | runs…
-                lists.append(" ".join([label, tma[label], "0", f[3], f[4], f[2]] + f[5:]))
+        measured, list_lines, walk_lines = list_bench_files.read(path)
+        for k, m in measured.items():
+            label = f"{tag}:{k}"
+            us = sorted(m["rounds"])
+            meas[label] = us[len(us) // 2] if median else sum(us) / len(us)
+            if list_bench_files.case_of(label) not in cases:
+                cases.append(list_bench_files.case_of(label))
+            tma = str(m["tma"])
+            if k in list_lines:
+                f = list_lines[k]  # clustered partials splits runs…
+                lists.append(" ".join([label] + f) if not one_cta else " ".join([label, tma] + f[:3] + ["0"] + f[3:]))
+            elif k in walk_lines and one_cta:
+                f = walk_lines[k]  # grid partials splits | runs…
+                lists.append(" ".join([label, tma, "0", f[1], f[2], f[0]] + f[3:]))
     if not one_cta:  # (walking lists need --one-cta)
         keep = {l.split()[0] for l in lists}
         meas = {k: v for k, v in meas.items() if k in keep}

@@ -18,36 +18,26 @@ import sys
 
 import numpy as np
 
+import list_bench_files
+
 SLOTS = 132
 TILE = 64
-
-
-def load(path):
-    meas, walking = {}, set()
-    for line in open(path):
-        f = line.split()
-        if not f:
-            continue
-        if f[0] == "M":
-            meas[f[1]] = dict(which=int(f[2]), items=int(f[3]), partials=int(f[4]), tma=int(f[7]),
-                              us=statistics.mean(float(x) for x in f[9:]))
-        elif f[0] == "W":
-            walking.add(f[1])
-    return meas, walking
 
 
 def cases(paths):
     """Per uniform case: (file, N, L tiles, best whole-by-TMA µs or None, plan µs, whether the plan walks)."""
     out = []
     for path in paths:
-        meas, walking = load(path)
-        names = sorted({k.rsplit("/", 1)[0] for k in meas})
+        meas, _, walking = list_bench_files.read(path)
+        for m in meas.values():
+            m["us"] = statistics.mean(m["rounds"])
+        names = sorted({list_bench_files.case_of(k) for k in meas})
         for c in names:
             n, length = c.split("x")
             if not length.isdigit():
                 continue  # ragged
             n, tiles = int(n), (int(length) + TILE - 1) // TILE
-            ks = [k for k in meas if k.rsplit("/", 1)[0] == c]
+            ks = [k for k in meas if list_bench_files.case_of(k) == c]
             whole = [meas[k]["us"] for k in ks
                      if meas[k]["items"] == n and meas[k]["partials"] == 0 and meas[k]["tma"] and k not in walking]
             plan = c + "/0"
