@@ -14,6 +14,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli_case.h"
@@ -209,6 +210,18 @@ struct Geo {
   int cases = 0;
   double call_us = kNaN, device_us = kNaN, floor_device_us = kNaN, ratio = kNaN;
 };
+
+// The least and the most of a field over the rows that have it (positive; NaN, NaN when none does).
+std::pair<double, double> spread(const std::vector<Row>& rows, double Row::*field) {
+  double lo = kNaN, hi = kNaN;
+  for (const Row& r : rows) {
+    const double v = r.*field;
+    if (!(v > 0)) continue;
+    lo = std::isnan(lo) ? v : std::min(lo, v);
+    hi = std::isnan(hi) ? v : std::max(hi, v);
+  }
+  return {lo, hi};
+}
 
 Geo geo_of(const std::vector<Row>& rows, KvFormat f) {
   std::vector<double> call, dev, floor, ratio;
@@ -463,21 +476,11 @@ int cmd_bench(int argc, char** argv) {
   std::printf("\n%d of %zu cases passed%s\n", int(rows.size()) - failed, rows.size(), failed ? " — FAILED" : "");
   // The SM clock right before the timed calls: small cases are latency at SM speed, and the clock
   // is the machine's to choose (perf-notes, session 7), so show its spread.
-  double mhz_lo = kNaN, mhz_hi = kNaN;
-  for (const Row& r : rows) {
-    if (!(r.sm_mhz > 0)) continue;
-    mhz_lo = std::isnan(mhz_lo) ? r.sm_mhz : std::min(mhz_lo, r.sm_mhz);
-    mhz_hi = std::isnan(mhz_hi) ? r.sm_mhz : std::max(mhz_hi, r.sm_mhz);
-  }
+  const auto [mhz_lo, mhz_hi] = spread(rows, &Row::sm_mhz);
   if (!std::isnan(mhz_lo)) {
     std::printf("SM clock before the timed calls: %.0f–%.0f MHz (sm_mhz per case in the JSON)\n", mhz_lo, mhz_hi);
   }
-  double plan_lo = kNaN, plan_hi = kNaN;
-  for (const Row& r : rows) {
-    if (!(r.plan_us >= 0)) continue;
-    plan_lo = std::isnan(plan_lo) ? r.plan_us : std::min(plan_lo, r.plan_us);
-    plan_hi = std::isnan(plan_hi) ? r.plan_us : std::max(plan_hi, r.plan_us);
-  }
+  const auto [plan_lo, plan_hi] = spread(rows, &Row::plan_us);
   if (!std::isnan(plan_lo)) {
     std::printf("plan() host time per call: %.0f–%.0f µs (median of %d per case%s; plan_us in the JSON)\n", plan_lo,
                 plan_hi, kPlanReps, backend == Backend::cuda ? ", its copies included" : "");

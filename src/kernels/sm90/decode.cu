@@ -654,8 +654,8 @@ int decode_tile_tokens(KvFormat format) {
 int decode_grid(KvFormat format, std::span<const WorkItem> items, int cluster, int sms) {
   switch (format) {
     case KvFormat::bf16: {
-      // One CTA per SM. With more items than SMs, walking saves each extra item a pipeline restart
-      // (~2.5 µs) and costs ~1 % per tile (perf-notes v42b, v42c): for items of ≤ 64 tiles on average.
+      // One CTA per SM; with more items than SMs, the CTAs walk them where they are short
+      // (kWalkMaxMeanTiles, planner.h).
       return cluster > 0
                  ? int(items.size())
                  : walking_grid(items, sms * decode_ctas_per_sm(format), std::int64_t(kWalkMaxMeanTiles) * kTileTokens);
