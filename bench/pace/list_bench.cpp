@@ -179,16 +179,19 @@ int main(int argc, char** argv) {
       }
     }
     std::vector<Candidate> lists{chosen};
+    // Adds a candidate unless it is one already listed; its index either way (none past the room).
+    constexpr std::size_t kNone = ~std::size_t(0);
     const auto add = [&](WorkList wl, int grid) {
-      if (int(wl.items.size()) > set.max_items) return;
+      if (int(wl.items.size()) > set.max_items) return kNone;
       if (grid >= int(wl.items.size())) grid = 0;
       if (grid == 0) {
         for (WorkItem& it : wl.items) it.next = -1;
       }
-      for (const Candidate& have : lists) {
-        if (have.grid == grid && same_items(have.wl, wl, grid > 0)) return;
+      for (std::size_t k = 0; k < lists.size(); ++k) {
+        if (lists[k].grid == grid && same_items(lists[k].wl, wl, grid > 0)) return k;
       }
       lists.push_back({std::move(wl), grid});
+      return lists.size() - 1;
     };
     for (const WorkList& wl : weighed) {
       add(wl, 0);
@@ -201,14 +204,12 @@ int main(int argc, char** argv) {
     }
     // bf16: the list its uniform batches' path makes (the tile model's list, walked where walking_grid
     // says, walking_work_list's cut, walked timelines), which ragged ones take instead since v134.
-    WorkList walking_path;
-    int walking_path_grid = 0;
+    std::size_t walking_path = kNone;
     if (bf16) {
-      walking_path = tiles;
-      walking_path_grid = walking_grid(walking_path.items, set.slots, std::int64_t(kWalkMaxMeanTiles) * set.tile);
-      walking_path_grid =
-          bf16_walking_path(c.lengths, set.slots, set.tile, set.max_items, walking_path_grid, &walking_path);
-      add(walking_path, walking_path_grid);
+      WorkList path = tiles;
+      int grid = walking_grid(path.items, set.slots, std::int64_t(kWalkMaxMeanTiles) * set.tile);
+      grid = bf16_walking_path(c.lengths, set.slots, set.tile, set.max_items, grid, &path);
+      walking_path = add(std::move(path), grid);
     }
     // bf16 also every request whole and in halves, a CTA per item (whether or not a model weighed them).
     for (int per_request = 1; bf16 && per_request <= 2; ++per_request) {
@@ -252,11 +253,7 @@ int main(int argc, char** argv) {
     for (std::size_t k = 0; k < lists.size(); ++k) {
       const Plan& pl = m[k].plan;
       const WorkList& wl = lists[k].wl;
-      const bool walk_path = bf16 &&
-                             (lists[k].grid == walking_path_grid ||
-                              (lists[k].grid == 0 && walking_path_grid >= int(walking_path.items.size()))) &&
-                             same_items(wl, walking_path, lists[k].grid > 0);
-      const int which = k == 0 ? 1 : lists[k].grid == 0 && same_items(wl, tiles, false) ? 2 : walk_path ? 3 : 0;
+      const int which = k == 0 ? 1 : lists[k].grid == 0 && same_items(wl, tiles, false) ? 2 : k == walking_path ? 3 : 0;
       std::printf("M %s/%zu %d %d %d %d %d %d %.2e", c.name.c_str(), k, which, pl.num_work_items, wl.num_partials,
                   wl.num_split_requests, pl.cluster_size, pl.kv_tma ? 1 : 0, m[k].diff);
       for (double us : m[k].us) std::printf(" %.2f", us);
