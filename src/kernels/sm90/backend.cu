@@ -236,18 +236,13 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   int grid = forced_walk                        ? forced_grid
              : forced != nullptr || bf16_ragged ? int(launched.size())
                                                 : sm90::decode_grid(p.kv.format, launched, cluster, sms);
-  if (cluster == 0 && forced == nullptr &&
-      !bf16_ragged) {  // a walking grid's list and order (nothing to do when every item has its CTA)
-    // bf16's one CTA per SM also walks its timelines, where they pay (perf-notes v122); only its kernel
-    // walks (follows WorkItem::next).
-    if (p.kv.format == KvFormat::bf16) {
-      grid = bf16_walking_path(lengths, slots, tile, layout.max_items, grid, &wl);
-    } else {
-      wl = walking_work_list(lengths, std::move(wl), grid, tile, layout.max_items);
-    }
-    // bf16's walking list against every request whole, a CTA each, where the model says whole ones
-    // copied by TMA are faster (perf-notes v133) and the TMA can copy them.
-    if (p.kv.format == KvFormat::bf16 && grid < int(wl.items.size()) && whole_requests_pay(lengths, slots, tile)) {
+  // bf16's walking grid: its list and order, or its walked timelines where they pay (perf-notes v122).
+  // Only bf16's kernel walks (follows WorkItem::next); the other formats' grids have a CTA per item.
+  if (p.kv.format == KvFormat::bf16 && cluster == 0 && forced == nullptr && !bf16_ragged) {
+    grid = bf16_walking_path(lengths, slots, tile, layout.max_items, grid, &wl);
+    // A walking list against every request whole, a CTA each, where the model says whole ones copied
+    // by TMA are faster (perf-notes v133) and the TMA can copy them.
+    if (grid < int(wl.items.size()) && whole_requests_pay(lengths, slots, tile)) {
       WorkList whole = build_work_list(lengths, rows, tile);
       std::vector<WorkItem> bases = whole.items;
       set_kv_bases(bases, kv, p.s_q);
