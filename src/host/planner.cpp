@@ -292,6 +292,35 @@ std::int64_t cheapest_chunk_tiles(std::span<const std::int32_t> kv_lengths, int 
   return best;
 }
 
+// Whether timeline_work_list(…, cap, …) succeeds, for requests of these lengths in tiles: the same
+// walk in whole tiles (a piece ends where its timeline fills, so every piece but a request's last
+// is a whole number of tiles), with the timelines a request fills past its first counted at once
+// instead of piece by piece. No list is built; the capacity search probes this.
+bool timelines_fit(std::span<const std::int64_t> request_tiles, int slots, int overhead, std::int64_t cap) {
+  const std::int64_t fresh = cap - overhead;  // tiles an empty timeline can take
+  int timeline = 0;
+  std::int64_t load = 0;
+  for (std::int64_t left : request_tiles) {
+    std::int64_t room = cap - load - overhead;
+    if (left == 0 ? room < 0 : room < 1) {  // the next timeline, or none (an empty request still takes an item)
+      if ((left == 0 ? fresh < 0 : fresh < 1) || ++timeline == slots) return false;
+      load = 0;
+      room = fresh;
+    }
+    if (left <= room) {
+      load += left + overhead;
+      continue;
+    }
+    // This timeline fills; then `more` empty ones of `fresh` tiles each (fresh ≥ room ≥ 1).
+    left -= room;
+    const std::int64_t more = (left + fresh - 1) / fresh;
+    if (more >= slots - timeline) return false;
+    timeline += int(more);
+    load = left - (more - 1) * fresh + overhead;
+  }
+  return true;
+}
+
 // Every one of `slots` timelines filled to `cap` tiles (each item's tiles plus `overhead`), the
 // requests in order, each cut where a timeline fills (at least one tile per piece): FlashMLA's
 // scheduler. Items are listed by their planned start: all timelines' first items (timeline t's at
@@ -299,7 +328,7 @@ std::int64_t cheapest_chunk_tiles(std::span<const std::int32_t> kv_lengths, int 
 // the walker: it starts the next item on whichever slot frees first, so each runs on a timeline's
 // slot. With `walked` a CTA per timeline walks it: every item's `next` is its timeline's next item.
 // A request's pieces take consecutive partial slots in KV order. *used: the timelines that hold
-// an item. False when `cap` is too small. With `out` null, only that answer (nothing is built).
+// an item. False when `cap` is too small (timelines_fit).
 bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int overhead, std::int64_t cap,
                         bool walked, WorkList* out, int* used) {
   struct Planned {
@@ -309,7 +338,7 @@ bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int
   };
   std::vector<Planned> planned;
   WorkList wl;
-  if (out != nullptr) wl.splits.assign(kv_lengths.size(), RequestSplit{0, 0});
+  wl.splits.assign(kv_lengths.size(), RequestSplit{0, 0});
   int timeline = 0;
   std::int64_t load = 0;
   for (std::size_t b = 0; b < kv_lengths.size(); ++b) {
@@ -324,12 +353,11 @@ bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int
         continue;
       }
       const std::int64_t end = left <= room ? len : begin + room * tile;
-      if (out != nullptr) planned.push_back({{int(b), std::int32_t(begin), std::int32_t(end), -1}, load, timeline});
+      planned.push_back({{int(b), std::int32_t(begin), std::int32_t(end), -1}, load, timeline});
       load += item_cost(end - begin, tile, overhead);
       begin = end;
       if (begin >= len) break;
     }
-    if (out == nullptr) continue;
     const int n = int(planned.size() - first);
     if (n > 1) {
       wl.splits[b] = {wl.num_partials, n};
@@ -338,7 +366,6 @@ bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int
       ++wl.num_split_requests;
     }
   }
-  if (out == nullptr) return true;
   // (Every first item starts at 0 and every other later, item costs being ≥ 1 — overhead ≥ 1, or an
   // item of at least one tile — so the timelines' first items come first, in timeline order.)
   std::stable_sort(planned.begin(), planned.end(),
@@ -360,9 +387,10 @@ bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int
 // built once.
 WorkList least_timeline_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int overhead,
                              std::int64_t least_load, bool walked, int* used) {
-  const auto fits = [&](std::int64_t cap) {
-    return timeline_work_list(kv_lengths, slots, tile, overhead, cap, walked, nullptr, nullptr);
-  };
+  std::vector<std::int64_t> request_tiles(kv_lengths.size());
+  for (std::size_t b = 0; b < kv_lengths.size(); ++b)
+    request_tiles[b] = (std::int64_t(kv_lengths[b]) + tile - 1) / tile;
+  const auto fits = [&](std::int64_t cap) { return timelines_fit(request_tiles, slots, overhead, cap); };
   std::int64_t lo = std::max<std::int64_t>(1, (least_load + slots - 1) / slots), hi = lo;
   while (!fits(hi)) hi *= 2;
   WorkList tl;
