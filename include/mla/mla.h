@@ -148,11 +148,11 @@ Status workspace_size(const Problem& p, Backend backend, std::size_t* bytes);
 // Validates `p` and fills `workspace` (host memory for cpu, device memory for cuda) with the
 // work list: each work item's request, KV range and kv_indptr offset (fixed by the lengths, as
 // kv_indptr starts at 0). Call again whenever batch, lengths or page table change. Host cost
-// (cuda, besides its copies): up to ~0.2 ms (bf16, MXFP4) or ~0.5 ms (fp8) for uniform batches of
-// up to 256 requests; for ragged ones of 64–600 requests, whose plan is re-cut to balance the SMs,
-// up to ~3 ms (their candidate plans are simulated; bf16 batches of near-equal lengths, which it
-// walks instead, ~1 ms); up to ~2.5 ms at 20,000 requests (measured on a 2-core build machine;
-// perf-notes v119–v122, v130, v132, v134, and "plan()'s host cost, session 33").
+// (cuda, besides its copies): up to ~0.1 ms (bf16), ~0.2 ms (MXFP4) or ~0.45 ms (fp8) for uniform
+// batches of up to 256 requests; for ragged ones of 64–600 requests, whose plan is re-cut to balance
+// the SMs, up to ~0.9 ms (bf16), ~1.4 ms (MXFP4) or ~1.8 ms (fp8) (their candidate plans are
+// simulated); up to ~2.4 ms at 20,000 requests (measured on a 2-core build machine; perf-notes
+// v119–v122, v130, v132, v134, and "plan()'s host cost", sessions 33 and 34).
 Status plan(const Problem& p, Backend backend, void* workspace, std::size_t workspace_bytes, Plan* out);
 
 // Runs the decode. cuda: asynchronous on `stream` (a cudaStream_t, nullptr = default stream), no

@@ -24,6 +24,28 @@ std::int64_t piece_tokens(std::int64_t len, std::int64_t n, int tile) {
   return ((len + n - 1) / n + tile - 1) / tile * tile;
 }
 
+// The indices of `key` in ascending order of key, stably: an LSD radix sort, a byte per pass; passes
+// whose byte is the same for every key are skipped.
+std::vector<std::uint32_t> stable_order(std::span<const std::uint64_t> key) {
+  const std::size_t n = key.size();
+  std::vector<std::uint32_t> order(n), next(n);
+  std::uint64_t any = 0, all = ~std::uint64_t(0);  // bits set in some key; in every key
+  for (std::size_t i = 0; i < n; ++i) {
+    order[i] = std::uint32_t(i);
+    any |= key[i];
+    all &= key[i];
+  }
+  for (int shift = 0; shift < 64; shift += 8) {
+    if (((any ^ all) >> shift & 0xff) == 0) continue;  // the same byte in every key: no change
+    std::size_t count[257] = {};
+    for (std::uint64_t k : key) ++count[((k >> shift) & 0xff) + 1];
+    for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
+    for (std::uint32_t i : order) next[count[(key[i] >> shift) & 0xff]++] = i;
+    order.swap(next);
+  }
+  return order;
+}
+
 // Every request b cut into pieces of at most chunks[b] tokens (a multiple of the tile; at least its
 // length keeps it whole), items longest first.
 WorkList work_list_from_chunks(std::span<const std::int32_t> kv_lengths, std::span<const std::int64_t> chunks,
@@ -48,22 +70,11 @@ WorkList work_list_from_chunks(std::span<const std::int32_t> kv_lengths, std::sp
     wl.max_request_partials = std::max(wl.max_request_partials, wl.splits[std::size_t(b)].num_partials);
     ++wl.num_split_requests;
   }
-  // Longest first, stably (an LSD radix sort of the lengths' complements, a byte per pass; passes
-  // whose byte is the same for every item are skipped).
+  // Longest first, stably.
   const std::size_t n = wl.items.size();
-  std::vector<std::uint32_t> key(n), order(n), next(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    key[i] = ~std::uint32_t(wl.items[i].kv_end - wl.items[i].kv_begin);
-    order[i] = std::uint32_t(i);
-  }
-  for (int shift = 0; shift < 32; shift += 8) {
-    std::size_t count[257] = {};
-    for (std::uint32_t k : key) ++count[((k >> shift) & 0xff) + 1];
-    if (std::find(std::begin(count), std::end(count), n) != std::end(count)) continue;  // one bucket: no change
-    for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
-    for (std::uint32_t i : order) next[count[(key[i] >> shift) & 0xff]++] = i;
-    order.swap(next);
-  }
+  std::vector<std::uint64_t> key(n);
+  for (std::size_t i = 0; i < n; ++i) key[i] = ~std::uint32_t(wl.items[i].kv_end - wl.items[i].kv_begin);
+  const std::vector<std::uint32_t> order = stable_order(key);
   std::vector<WorkItem> sorted(n);
   for (std::size_t i = 0; i < n; ++i) sorted[i] = wl.items[order[i]];
   wl.items = std::move(sorted);
@@ -188,11 +199,34 @@ void chunk_costs(std::span<const std::int32_t> kv_lengths, std::int64_t chunk, i
   for (std::size_t k = counts.size(); k-- > 0;) costs->insert(costs->end(), std::size_t(counts[k]), std::int64_t(k));
 }
 
-// list_makespan of items of these costs, in this order. `free_at` (a buffer): the busy slots' finish
-// times, a min-heap; a slot takes the next item when it frees (the top replaced: one sift).
+// list_makespan of items of these costs, in this order: a slot takes the next item when it frees.
+// `free_at` (a buffer): the slots' finish times. Every item starts by the mean of the costs before it
+// (the least finish time is at most their mean), so none ends after sum / slots + the costliest;
+// where that bound is small beside the items, the finish times are counted per time (the least one
+// never falls: a bucket queue), else kept in a min-heap (the top replaced: one sift). The same
+// makespan either way.
 std::int64_t makespan_of(std::span<const std::int64_t> costs, int slots, std::vector<std::int64_t>* free_at) {
+  constexpr std::int64_t kBucketSpan = 4096;
   free_at->clear();
-  std::int64_t end = 0;
+  std::int64_t end = 0, sum = 0, costliest = 0;
+  for (std::int64_t cost : costs) {
+    sum += cost;
+    costliest = std::max(costliest, cost);
+  }
+  const std::int64_t bound = sum / slots + costliest;
+  if (bound <= 4 * std::int64_t(costs.size()) + kBucketSpan) {
+    free_at->assign(std::size_t(bound) + 1, 0);  // slots free at each time
+    std::int64_t* count = free_at->data();
+    count[0] = slots;
+    std::int64_t least = 0;
+    for (std::int64_t cost : costs) {
+      while (count[least] == 0) ++least;
+      --count[least];
+      ++count[least + cost];
+      end = std::max(end, least + cost);
+    }
+    return end;
+  }
   for (std::int64_t cost : costs) {
     if (int(free_at->size()) < slots) {
       free_at->push_back(cost);
@@ -344,19 +378,22 @@ bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int
   for (std::size_t b = 0; b < kv_lengths.size(); ++b) {
     const std::int64_t len = kv_lengths[b];
     const std::size_t first = planned.size();
-    for (std::int64_t begin = 0;;) {
+    // In tiles: a piece ends where its timeline fills, so every piece but the last is whole tiles.
+    const std::int64_t tiles = (len + tile - 1) / tile;
+    for (std::int64_t done = 0;;) {
       const std::int64_t room = cap - load - overhead;  // tiles this timeline can still take
-      const std::int64_t left = (len - begin + tile - 1) / tile;
+      const std::int64_t left = tiles - done;
       if (left == 0 ? room < 0 : room < 1) {  // (an empty request still takes an item)
         if (++timeline == slots) return false;
         load = 0;
         continue;
       }
-      const std::int64_t end = left <= room ? len : begin + room * tile;
-      planned.push_back({{int(b), std::int32_t(begin), std::int32_t(end), -1}, load, timeline});
-      load += item_cost(end - begin, tile, overhead);
-      begin = end;
-      if (begin >= len) break;
+      const std::int64_t take = std::min(left, room);
+      const std::int64_t end = take == left ? len : (done + take) * tile;
+      planned.push_back({{int(b), std::int32_t(done * tile), std::int32_t(end), -1}, load, timeline});
+      load += take + overhead;  // item_cost of the piece
+      done += take;
+      if (done >= tiles) break;
     }
     const int n = int(planned.size() - first);
     if (n > 1) {
@@ -368,10 +405,11 @@ bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int
   }
   // (Every first item starts at 0 and every other later, item costs being ≥ 1 — overhead ≥ 1, or an
   // item of at least one tile — so the timelines' first items come first, in timeline order.)
-  std::stable_sort(planned.begin(), planned.end(),
-                   [](const Planned& a, const Planned& b) { return a.start < b.start; });
+  std::vector<std::uint64_t> start(planned.size());
+  for (std::size_t k = 0; k < planned.size(); ++k) start[k] = std::uint64_t(planned[k].start);
   std::vector<int> last(planned.empty() ? 0 : std::size_t(timeline) + 1, -1);  // per timeline: its last item so far
-  for (const Planned& p : planned) {
+  for (std::uint32_t k : stable_order(start)) {
+    const Planned& p = planned[k];
     const int i = int(wl.items.size());
     wl.items.push_back(p.item);
     if (walked && last[std::size_t(p.timeline)] >= 0) wl.items[std::size_t(last[std::size_t(p.timeline)])].next = i;
@@ -562,23 +600,19 @@ double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, b
     return k;
   };
   const auto pace_of = [&](int k) { return k == 2 ? pace.paired_tile_us : pace.lone_tile_us; };
-  const auto per_tile_us = [&](const Sm& s) { return pace_of(computing(s)); };
-  // Tiles per µs SM s asks of the DRAM as of s.at.
-  const auto demand = [&](const Sm& s) {
-    const int k = computing(s);
-    return k == 0 ? 0.0 : k / pace_of(k);
-  };
-  // Moves SM s from s.at to `now` (no event of s lies between).
-  const auto advance = [&](Sm& s, double now) {
-    const double per_tile = per_tile_us(s);
+  // Tiles per µs an SM of k computing CTAs asks of the DRAM.
+  const double demand[3] = {0.0, 1 / pace_of(1), 2 / pace_of(2)};
+  // Moves SM s, k of its CTAs computing, from s.at to `now` (no event of s lies between).
+  const auto advance = [&](Sm& s, int k, double now) {
+    const double per_tile = pace_of(k);
     for (Cta& c : s.cta) {
       if (c.busy && c.ready <= s.at) c.left -= (now - s.at) / per_tile;
     }
     s.at = now;
   };
-  // SM s's next event: a latency's end or a CTA's last tile.
-  const auto next_event = [&](const Sm& s) {
-    const double per_tile = per_tile_us(s);
+  // SM s's next event, k of its CTAs computing: a latency's end or a CTA's last tile.
+  const auto next_event = [&](const Sm& s, int k) {
+    const double per_tile = pace_of(k);
     double t = INFINITY;
     for (const Cta& c : s.cta) {
       if (!c.busy) continue;
@@ -608,7 +642,7 @@ double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, b
     for (int i = 0; i < sms && next < n; ++i) sm[std::size_t(i)].cta[k] = {pace.item_latency_us, work_of(next++), true};
   }
   for (int i = 0; i < sms; ++i) {
-    const double t = next_event(sm[std::size_t(i)]);
+    const double t = next_event(sm[std::size_t(i)], computing(sm[std::size_t(i)]));
     if (t != INFINITY) heap.push_back({t, i});
   }
   std::make_heap(heap.begin(), heap.end(), std::greater<>{});
@@ -617,24 +651,25 @@ double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, b
   const bool dram = pace.dram_tiles_per_us > 0;
   double total_demand = 0, real = 0, last = 0;
   if (dram) {
-    for (const Sm& s : sm) total_demand += demand(s);
+    for (const Sm& s : sm) total_demand += demand[computing(s)];
   }
   double end = 0;
   constexpr double kDone = 1e-9;
   while (!heap.empty()) {
     const auto [now, i] = heap.front();
     Sm& s = sm[std::size_t(i)];
+    const int was_computing = computing(s);
     if (dram) {
       real += (now - last) * std::max(1.0, total_demand / pace.dram_tiles_per_us);
       last = now;
-      total_demand -= demand(s);
+      total_demand -= demand[was_computing];
     } else {
       real = now;
     }
-    advance(s, now);
+    advance(s, was_computing, now);
     // Done: no work left, or so little that it cannot move the clock (at ~10^7 µs a residue of rounding
     // above kDone would otherwise schedule its end at `now` again and again).
-    const double per_tile_now = per_tile_us(s);
+    const double per_tile_now = pace_of(computing(s));
     for (Cta& c : s.cta) {
       if (c.busy && c.ready <= now && (c.left <= kDone || now + c.left * per_tile_now == now)) {
         c.busy = false;
@@ -642,8 +677,9 @@ double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, b
       }
     }
     start(s, now);
-    if (dram) total_demand += demand(s);
-    const double t = next_event(s);
+    const int now_computing = computing(s);
+    if (dram) total_demand += demand[now_computing];
+    const double t = next_event(s, now_computing);
     if (t != INFINITY) {
       heap.front() = {t, i};
     } else {

@@ -266,6 +266,37 @@ TEST(Planner, ListMakespan) {
   EXPECT_EQ(list_makespan(items_of({64, 64, 64 * 10}), 2, 64, 0), 11);
 }
 
+// The makespan counts finish times per time where the costs are small and keeps a heap where they
+// are not: both against a plain scan of every slot, with short items (costs of a few tiles, the
+// counted path) and long ones at one token per tile (costs near 2^31, the heap).
+TEST(Planner, ListMakespanMatchesAScanOfTheSlots) {
+  const auto scanned = [](const std::vector<WorkItem>& items, int slots, int tile, int overhead) {
+    std::vector<std::int64_t> free_at(std::size_t(slots), 0);
+    std::int64_t end = 0;
+    for (const WorkItem& it : items) {
+      auto slot = std::min_element(free_at.begin(), free_at.end());
+      *slot += (std::int64_t(it.kv_end) - it.kv_begin + tile - 1) / tile + overhead;
+      end = std::max(end, *slot);
+    }
+    return end;
+  };
+  for (int seed = 0; seed < 40; ++seed) {
+    const bool huge = seed % 2 == 1;
+    std::vector<std::int32_t> lens = testing::ragged_lengths(1 + seed * 7, std::uint64_t(seed) + 3);
+    if (huge) {
+      for (std::int32_t& len : lens) len = std::int32_t(std::int64_t(len) * 262143 % 2147483647);
+    }
+    const int tile = huge ? 1 : 64;
+    for (int slots : {1, 3, 132}) {
+      for (int overhead : {0, 2}) {
+        const std::vector<WorkItem> items = items_of(lens);
+        EXPECT_EQ(list_makespan(items, slots, tile, overhead), scanned(items, slots, tile, overhead))
+            << "seed " << seed << " slots " << slots << " overhead " << overhead;
+      }
+    }
+  }
+}
+
 // Requests that outnumber a wave: the longest stay whole for the full waves, the tail is cut so that
 // its pieces fill the slots the last wave would leave idle.
 TEST(Planner, BalancedListFillsThePartlyEmptyLastWave) {
