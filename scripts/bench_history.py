@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Writes bench/results/README.md: every committed H200 run of the suite (bench/results/h200-*.json),
+newest first, against issue 4's lines (the constants of scripts/issue4_goals.py).
+
+usage: scripts/bench_history.py [--check]
+--check: exit 1 (and say so) when bench/results/README.md is not what this script writes, so that
+the table cannot drift from the JSON files (ctest runs it: test `docs.bench_history`).
+"""
+import glob
+import json
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from issue4_goals import BANDWIDTH_FRACTION, FLASHMLA_US, GEOMEAN_RATIO  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "bench", "results")
+FORMATS = ("bf16", "fp8", "mxfp4")
+LARGE = (256, 8192)
+
+HEADER = """# Committed H200 runs
+
+Each `h200-DATE-COMMIT.json` is one run of `scripts/gpu_run.sh` on an H200 (`mla bench --json`: SPEC §4's
+24 cases, cold L2, the streaming-read floor measured in the same run); `.txt` is its printed table.
+(`history/` keeps a few runs of 2026-11-29 in an older JSON layout; they are not listed here.) This
+page is written by `scripts/bench_history.py` from the JSON files alone — do not edit it by hand;
+ctest checks that it is current.
+
+Columns: the floor's device time at bf16 256×8192 (the machine: H200s drawn so far come in two
+groups, ~525 and ~533 µs, and the group decides bf16's and fp8's lines); the share of the floor's
+bandwidth at 256×8192 (floor device µs / device µs; issue 4 asks for {bw}); the geomean device time
+over the 8 shapes as a multiple of the floor's (issue 4: {gm}); how many of the 24 cases are faster
+than FlashMLA's bf16 time (SPEC §4); whether every case passed its accuracy check. A figure in bold
+meets its line.
+"""
+
+
+def load(path):
+    d = json.load(open(path))
+    cases = {(c["format"], c["batch"], c["kv_len"]): c for c in d["cases"]}
+    if any((f,) + LARGE not in cases for f in FORMATS):
+        return None
+    row = {"date": d["date"], "commit": d["commit"], "file": os.path.basename(path),
+           "floor": cases[("bf16",) + LARGE]["floor_device_us"], "passed": d.get("all_passed", False)}
+    for f in FORMATS:
+        c = cases[(f,) + LARGE]
+        row["bw_" + f] = c["floor_device_us"] / c["device_us"]
+        cs = [c for k, c in cases.items() if k[0] == f]
+        g = lambda key: math.exp(sum(math.log(c[key]) for c in cs) / len(cs))
+        row["gm_" + f] = g("device_us") / g("floor_device_us")
+    row["ahead"] = sum(1 for (f, b, l), c in cases.items() if (b, l) in FLASHMLA_US and c["device_us"] < FLASHMLA_US[(b, l)])
+    row["cases"] = sum(1 for (f, b, l) in cases if (b, l) in FLASHMLA_US)
+    return row
+
+
+def bold(text, met):
+    return "**%s**" % text if met else text
+
+
+def render(rows):
+    bw = " / ".join("%d %%" % round(100 * BANDWIDTH_FRACTION[f]) for f in FORMATS)
+    gm = " / ".join("%.2f" % GEOMEAN_RATIO[f] for f in FORMATS)
+    out = [HEADER.format(bw=bw + " for " + " / ".join(FORMATS), gm=gm)]
+    groups, last = [], None  # runs whose floors lie within 2 µs of the next one: one kind of machine
+    for r in sorted(rows, key=lambda r: r["floor"]):
+        if last is None or r["floor"] - last > 2.0:
+            groups.append([])
+        groups[-1].append(r)
+        last = r["floor"]
+    out.append("Runs meeting each 256×8192 line, by machine (floor at bf16 256×8192):\n")
+    out.append("| floor | runs | " + " | ".join("%s ≥ %d %%" % (f, round(100 * BANDWIDTH_FRACTION[f])) for f in FORMATS) + " |")
+    out.append("|---|---:|" + "---:|" * len(FORMATS))
+    for g in groups:
+        lo, hi = min(r["floor"] for r in g), max(r["floor"] for r in g)
+        met = [sum(1 for r in g if r["bw_" + f] >= BANDWIDTH_FRACTION[f]) for f in FORMATS]
+        out.append("| %.1f–%.1f µs | %d | %s |" % (lo, hi, len(g), " | ".join(str(m) for m in met)))
+    out.append("")
+    out.append("| date (UTC) | commit | floor µs | " + " | ".join("%s %% bw" % f for f in FORMATS) + " | " +
+               " | ".join("%s × floor" % f for f in FORMATS) + " | ahead of FlashMLA | accuracy |")
+    out.append("|---|---|---:|" + "---:|" * (2 * len(FORMATS)) + "---:|---|")
+    for r in sorted(rows, key=lambda r: r["date"], reverse=True):
+        cells = ["%s" % r["date"].replace("T", " ").rstrip("Z"), "[`%s`](%s)" % (r["commit"], r["file"]), "%.1f" % r["floor"]]
+        cells += [bold("%.2f" % (100 * r["bw_" + f]), r["bw_" + f] >= BANDWIDTH_FRACTION[f]) for f in FORMATS]
+        cells += [bold("%.2f" % r["gm_" + f], r["gm_" + f] <= GEOMEAN_RATIO[f]) for f in FORMATS]
+        cells += [bold("%d / %d" % (r["ahead"], r["cases"]), r["ahead"] == r["cases"]),
+                  "pass" if r["passed"] else "FAIL"]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    rows = [r for r in (load(p) for p in sorted(glob.glob(os.path.join(RESULTS, "h200-*.json")))) if r]
+    text = render(rows)
+    target = os.path.join(RESULTS, "README.md")
+    if "--check" in sys.argv[1:]:
+        current = open(target).read() if os.path.exists(target) else ""
+        if current != text:
+            print("bench/results/README.md is not current: run scripts/bench_history.py")
+            return 1
+        print("bench/results/README.md lists %d runs" % len(rows))
+        return 0
+    with open(target, "w") as f:
+        f.write(text)
+    print("wrote %s: %d runs" % (os.path.relpath(target, ROOT), len(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
