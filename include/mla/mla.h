@@ -118,6 +118,7 @@ struct Plan {
   int grid = 0;                  // CTAs (cuda) or worker threads (cpu)
   std::size_t workspace_bytes = 0;
   void* workspace = nullptr;  // caller-owned; holds the work list and split partials
+  int device = -1;            // cuda: the ordinal of the device plan() ran on (current then); run() refuses another
   int device_sms = 0;         // cuda: multiprocessors of the planned device
   int cluster_size = 0;       // cuda: split rows merged in clusters of this many CTAs (0: by a combine kernel)
   // cuda: the KV is read under an L2 evict-first policy. plan() sets it when s_q = 1 and the call
@@ -157,7 +158,8 @@ Status plan(const Problem& p, Backend backend, void* workspace, std::size_t work
 
 // Runs the decode. cuda: asynchronous on `stream` (a cudaStream_t, nullptr = default stream), no
 // allocation, no synchronization — capturable in a CUDA graph. cpu: synchronous, `stream` ignored.
-// Only host-checkable consistency with the plan is re-checked here. The plan's workspace serves one
+// Only host-checkable consistency with the plan is re-checked here; cuda: the current device must be
+// the plan's (Plan::device: its workspace and kernel set-up live there). The plan's workspace serves one
 // call at a time (cuda: the work list is read and split partials are written there): runs sharing a
 // workspace must be ordered on the device, and a run still in flight must finish before plan()
 // refills its workspace (plan's copies go through the default stream, which does not wait for

@@ -114,7 +114,7 @@ std::string describe(const Plan& plan) {
      << " max_partials=" << plan.max_request_partials << " grid=" << plan.grid << " workspace=" << plan.workspace_bytes
      << "B";
   if (plan.backend == Backend::cuda) {
-    os << " sms=" << plan.device_sms << " cluster=" << plan.cluster_size;
+    os << " device=" << plan.device << " sms=" << plan.device_sms << " cluster=" << plan.cluster_size;
     const sm90::DecodeVariant variant = sm90::decode_variant(plan.grid, plan.num_work_items, plan.tokens_per_split);
     switch (variant) {
       case sm90::DecodeVariant::general:

@@ -1,7 +1,9 @@
 // GPU tests of the cuda backend against the float64 reference (label `gpu`). Without a usable
 // sm_90 device every test is skipped with the reason — never reported as passed.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -1042,6 +1044,46 @@ TEST(GpuSanitizer, SmallSuite) {
   ASSERT_NO_FATAL_FAILURE(run_case(walk, &r, true, /*walking=*/true));
   EXPECT_TRUE(r.cmp.ok()) << walk.name() << ": " << r.cmp.summary();
   EXPECT_LT(r.plan.grid, r.plan.num_work_items) << describe(r.plan);
+}
+
+// A plan belongs to the device it was made on (its workspace and kernel set-up live there): run()
+// on another current device refuses it before launching anything. With one GPU the other device is
+// a plan whose recorded ordinal is changed; with two, device 1 is made current for real.
+TEST(GpuDecode, PlanOfAnotherDeviceRefused) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  CaseSpec spec;
+  spec.kv_lens = {100, 200};
+  spec.format = KvFormat::fp8;
+  GpuCase gc;
+  ASSERT_NO_FATAL_FAILURE(prepare(make_inputs(spec), &gc));
+  ASSERT_TRUE(gc.dc->poison_outputs().ok());
+  Plan pl;
+  ASSERT_TRUE(plan(gc.problem(), Backend::cuda, gc.ws.get(), gc.ws.size(), &pl).ok());
+  int current = -1, count = 0;
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  EXPECT_EQ(pl.device, current);
+  EXPECT_NE(describe(pl).find("device=" + std::to_string(current)), std::string::npos) << describe(pl);
+
+  Plan other = pl;
+  other.device = current + 1;
+  Status s = run(gc.problem(), other);
+  EXPECT_EQ(s.code, StatusCode::invalid_argument) << s.message;
+  EXPECT_NE(s.message.find("made on CUDA device " + std::to_string(current + 1)), std::string::npos) << s.message;
+  if (count >= 2) {
+    ASSERT_EQ(cudaSetDevice(current == 0 ? 1 : 0), cudaSuccess);
+    s = run(gc.problem(), pl);
+    ASSERT_EQ(cudaSetDevice(current), cudaSuccess);
+    EXPECT_EQ(s.code, StatusCode::invalid_argument) << s.message;
+  }
+  std::vector<std::uint16_t> out;
+  std::vector<float> lse;
+  ASSERT_TRUE(gc.dc->download(&out, &lse).ok());
+  for (std::uint16_t v : out) ASSERT_EQ(v, 0xFFFF) << "an output was written by a refused run";
+  // The plan's own device runs it.
+  ASSERT_TRUE(run(gc.problem(), pl).ok());
+  ASSERT_TRUE(gc.dc->download(&out, &lse).ok());
+  EXPECT_NE(std::count(out.begin(), out.end(), std::uint16_t(0xFFFF)), std::ptrdiff_t(out.size()));
 }
 
 TEST(GpuDecode, WorkspaceTooSmallRejected) {

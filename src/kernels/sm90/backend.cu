@@ -30,8 +30,9 @@ Status cuda_fail(const char* what, cudaError_t e) {
   return {StatusCode::cuda_error, std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"};
 }
 
-// The device's multiprocessors (and, when asked, its L2 bytes), or why it cannot run the kernels.
-Status device_sms(int* sms, std::int64_t* l2_bytes = nullptr) {
+// The current device's multiprocessors (and, when asked, its L2 bytes and ordinal), or why it cannot
+// run the kernels.
+Status device_sms(int* sms, std::int64_t* l2_bytes = nullptr, int* ordinal = nullptr) {
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e != cudaSuccess) {
@@ -48,6 +49,7 @@ Status device_sms(int* sms, std::int64_t* l2_bytes = nullptr) {
   }
   *sms = prop.multiProcessorCount;
   if (l2_bytes != nullptr) *l2_bytes = prop.l2CacheSize;
+  if (ordinal != nullptr) *ordinal = dev;
   return Status::success();
 }
 
@@ -162,9 +164,9 @@ namespace {
 // (0: one CTA per item), for plan_with_list.
 Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void* workspace, std::size_t bytes,
                  Plan* out, WorkList* list_out = nullptr, int* grid_out = nullptr) {
-  int sms = 0;
+  int sms = 0, device = -1;
   std::int64_t l2_bytes = 0;
-  Status s = device_sms(&sms, &l2_bytes);
+  Status s = device_sms(&sms, &l2_bytes, &device);
   if (!s.ok()) return s;
 
   // Contents live in device memory: copy them here and validate before anything is launched.
@@ -287,6 +289,7 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   pl.grid = grid;
   pl.workspace_bytes = layout.total_bytes;
   pl.workspace = workspace;
+  pl.device = device;
   pl.device_sms = sms;
   pl.cluster_size = cluster;
   pl.kv_evict_first = kv_evict_first(pl.total_kv * kv_row_bytes(p.kv.format), l2_bytes, p.s_q);
@@ -349,6 +352,17 @@ Status plan_with_list(const Problem& p, const WorkList& wl, std::span<const std:
 }
 
 Status run(const Problem& p, const Plan& plan, void* stream) {
+  // The workspace, the work list's device copy and the kernels' shared-memory attributes are the
+  // plan's device's: launching on another would read them across devices, or fail to launch.
+  int device = -1;
+  cudaError_t current = cudaGetDevice(&device);
+  if (current != cudaSuccess) return cuda_fail("cudaGetDevice", current);
+  if (device != plan.device) {
+    return {StatusCode::invalid_argument, "plan was made on CUDA device " + std::to_string(plan.device) +
+                                              ", the current device is " + std::to_string(device) +
+                                              ": plan() again on this device, or make device " +
+                                              std::to_string(plan.device) + " current"};
+  }
   const WorkspaceLayout layout = cuda_layout(plan.batch, plan.s_q, plan.device_sms);
   auto* base = static_cast<std::uint8_t*>(plan.workspace);
   auto* st = static_cast<cudaStream_t>(stream);
