@@ -623,15 +623,22 @@ double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, b
   // Every SM has one pending event at most (its CTAs change only at its own events): a min-heap of
   // (time, SM), whose top is replaced by the same SM's next event (one sift instead of a pop and a
   // push). Keys are distinct (one per SM), so the order of events is the keys' order.
-  using Event = std::pair<double, int>;  // time, SM
+  struct Event {
+    double time;
+    int sm;
+  };
+  // Times are finite (an SM without an event leaves the heap), so this is a strict total order.
+  const auto before = [](const Event& a, const Event& b) {
+    return a.time < b.time || (a.time == b.time && a.sm < b.sm);
+  };
   std::vector<Event> heap;
   heap.reserve(std::size_t(sms));
   const auto sift_down = [&](std::size_t i) {
     const std::size_t size = heap.size();
     const Event e = heap[i];
     for (std::size_t child = 2 * i + 1; child < size; child = 2 * i + 1) {
-      if (child + 1 < size && heap[child + 1] < heap[child]) ++child;
-      if (!(heap[child] < e)) break;
+      if (child + 1 < size && before(heap[child + 1], heap[child])) ++child;
+      if (!before(heap[child], e)) break;
       heap[i] = heap[child];
       i = child;
     }
@@ -645,7 +652,7 @@ double simulated_launch_us(std::span<const WorkItem> items, int sms, int tile, b
     const double t = next_event(sm[std::size_t(i)], computing(sm[std::size_t(i)]));
     if (t != INFINITY) heap.push_back({t, i});
   }
-  std::make_heap(heap.begin(), heap.end(), std::greater<>{});
+  for (std::size_t i = heap.size() / 2; i-- > 0;) sift_down(i);  // a min-heap by `before`
   // Events are timed at the SMs' own paces (pace time). With a DRAM bound, each stretch of pace time
   // takes max(1, demand / dram_tiles_per_us) times as long (the computing CTAs' share): `real`.
   const bool dram = pace.dram_tiles_per_us > 0;
