@@ -42,6 +42,8 @@ meets its line.
 
 def load(path):
     d = json.load(open(path))
+    if d.get("s_q", 1) != 1:  # not SPEC §4's suite (mla bench --s-q)
+        return None
     cases = {(c["format"], c["batch"], c["kv_len"]): c for c in d["cases"]}
     if any((f,) + LARGE not in cases for f in FORMATS):
         return None

@@ -50,6 +50,9 @@ options:
   --format LIST          formats, comma separated: bf16,fp8,mxfp4 (default all)
   --shapes LIST          BATCHxKV list, e.g. 4x1024,32x8192 (default: the suite of the backend)
   --ragged               ragged lengths up to KV (seeded) instead of uniform KV
+  --s-q N                query tokens per request, 1..4 (default 1; SPEC §4's suite is s_q 1):
+                         token i of a request sees its first L - N + i + 1 keys; the floor and
+                         GB/s count the KV bytes once
   --paged N              paged KV cache, page size 1, 16 or 64 (0 or absent: contiguous)
   --dist challenge|peaked  input distribution (default challenge)
   --reps N               timed reps per mode (default 100 on cuda, >= 50 per SPEC; 10 on cpu)
@@ -78,6 +81,7 @@ struct Options {
   std::vector<std::pair<int, int>> shapes;
   bool ragged = false;
   int page_size = 0;
+  int s_q = 1;
   testing::Distribution dist = testing::Distribution::challenge;
   int reps = 0;
   int check_requests = 8;
@@ -118,6 +122,8 @@ Options parse(int argc, char** argv) {
     } else if (k == "--ragged") {
       a.no_value();
       o.ragged = true;
+    } else if (k == "--s-q" || k == "--sq" || k == "--s_q") {
+      o.s_q = int(parse_int("--s-q", a.value(), 1, kMaxSq));
     } else if (k == "--paged") {
       o.page_size = int(parse_int("--paged", a.value(), 0, 64));
       if (o.page_size != 0 && o.page_size != 1 && o.page_size != 16 && o.page_size != 64) {
@@ -253,6 +259,7 @@ Row run_case(const Options& o, Backend backend, testing::GpuTimer* timer, KvForm
     if (o.ragged) spec.kv_lens = testing::ragged_lengths(batch, o.seed, kv_len);
     spec.dist = o.dist;
     spec.page_size = o.page_size;
+    spec.s_q = o.s_q;
     spec.seed = o.seed;
     const testing::HostInputs in = testing::make_inputs(spec);
     r.kv_bytes = in.kv_bytes_read();
@@ -362,6 +369,7 @@ void write_json(const std::string& path, const Options& o, Backend backend, cons
   f << "  \"reps\": " << reps << ",\n";
   f << "  \"dist\": " << json_str(dist_name(o.dist)) << ",\n";
   f << "  \"layout\": " << json_str(layout_name(o)) << ",\n";
+  f << "  \"s_q\": " << o.s_q << ",\n";
   f << "  \"seed\": " << o.seed << ",\n";
   f << "  \"timing\": "
     << json_str(cuda ? "cold L2 (256 MiB memset + sync) per rep; call: events around mla::run; device: same behind "
@@ -446,7 +454,7 @@ int cmd_bench(int argc, char** argv) {
   } else {
     std::printf("backend cpu: %s\n", host_cpu_name().c_str());
   }
-  std::printf("%s, %s, s_q 1, %d reps%s; times are means\n", dist_name(o.dist), layout_name(o).c_str(), reps,
+  std::printf("%s, %s, s_q %d, %d reps%s; times are means\n", dist_name(o.dist), layout_name(o).c_str(), o.s_q, reps,
               backend == Backend::cuda ? ", cold L2" : "");
   print_header();
 

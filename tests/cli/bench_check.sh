@@ -74,6 +74,22 @@ grep -q "kv-l2 normal" "$tmp/l2.txt" || fail "bench --kv-l2 normal: not in the h
   fail "bench --kv-copy tma: $(cat "$tmp/copy.txt")"
 grep -q "kv-copy tma" "$tmp/copy.txt" || fail "bench --kv-copy tma: not in the header"
 
+# s_q > 1 (multi-token queries): the header, the plan and the JSON say so; the KV bytes count once.
+"$MLA" bench --backend cpu --format mxfp4 --shapes 2x300 --reps 1 --s-q 3 --json "$tmp/sq.json" >"$tmp/sq.txt" 2>&1 ||
+  fail "bench --s-q 3: $(cat "$tmp/sq.txt")"
+grep -q "s_q 3" "$tmp/sq.txt" || fail "bench --s-q 3: not in the header"
+if command -v python3 >/dev/null 2>&1; then
+  python3 - "$tmp/sq.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["s_q"] == 3, d["s_q"]
+c = d["cases"][0]
+assert " s_q=3 " in c["plan"], c["plan"]
+assert c["kv_bytes"] == 2 * 300 * 306, c["kv_bytes"]  # 2 requests of 300 tokens, 306 bytes each (E2M1 + E8M0)
+assert c["passed"] and c["relerr"] <= 4e-3, c
+PY
+fi
+
 # Bad invocations: usage errors exit 2 with a message on stderr naming the problem.
 expect_usage_error() {
   local want="$1"
@@ -97,6 +113,7 @@ expect_usage_error "unknown distribution" bench --dist uniform
 expect_usage_error "unknown policy" bench --kv-l2 evict_last
 expect_usage_error "unknown copy" bench --kv-copy bulk
 expect_usage_error "out of range" check --sq 5
+expect_usage_error "out of range" bench --s-q 0
 expect_usage_error "unknown option" check --shapes 4x1024
 expect_usage_error "out of range" bench --seed 99999999999999999999
 expect_usage_error "takes no value" bench --help=1
