@@ -47,7 +47,9 @@ std::vector<std::uint32_t> stable_order(std::span<const std::uint64_t> key) {
 }
 
 // Every request b cut into pieces of at most chunks[b] tokens (a multiple of the tile; at least its
-// length keeps it whole), items longest first.
+// length keeps it whole), items longest first by whole tiles (what they cost), in request order among
+// equals: the query rows of a request with s_q > 1 (lengths L − s_q + 1 … L) stay side by side, so
+// that their CTAs run together and the later reads of their shared KV hit the L2.
 WorkList work_list_from_chunks(std::span<const std::int32_t> kv_lengths, std::span<const std::int64_t> chunks,
                                int tile) {
   WorkList wl;
@@ -70,10 +72,12 @@ WorkList work_list_from_chunks(std::span<const std::int32_t> kv_lengths, std::sp
     wl.max_request_partials = std::max(wl.max_request_partials, wl.splits[std::size_t(b)].num_partials);
     ++wl.num_split_requests;
   }
-  // Longest first, stably.
+  // Most tiles first, stably.
   const std::size_t n = wl.items.size();
   std::vector<std::uint64_t> key(n);
-  for (std::size_t i = 0; i < n; ++i) key[i] = ~std::uint32_t(wl.items[i].kv_end - wl.items[i].kv_begin);
+  for (std::size_t i = 0; i < n; ++i) {
+    key[i] = ~std::uint32_t((std::int64_t(wl.items[i].kv_end) - wl.items[i].kv_begin + tile - 1) / tile);
+  }
   const std::vector<std::uint32_t> order = stable_order(key);
   std::vector<WorkItem> sorted(n);
   for (std::size_t i = 0; i < n; ++i) sorted[i] = wl.items[order[i]];

@@ -76,7 +76,8 @@ void set_tokens_per_split(WorkList* wl, int tile);
 // Splits every request into ceil(L_b / chunk) items of at most `chunk` tokens, chunk a multiple
 // of `tile`: the smallest one whose items fit in one wave of `target_items` (SMs × resident CTAs)
 // when batch <= target_items, else an even share of all tokens per item. Empty requests get one
-// empty item. Items are ordered longest first so that stragglers start early.
+// empty item. Items are ordered longest first (by whole tiles, in request order among equals) so that
+// stragglers start early.
 WorkList build_work_list(std::span<const std::int32_t> kv_lengths, int target_items, int tile);
 
 // How long `items`, in their order, keep `slots` slots busy when each slot takes the next item as

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "host/planner.h"
+#include "host/problem_access.h"
 #include "kernels/sm90/decode_params.h"
 #include "mla/mla.h"
 #include "testing/inputs.h"
@@ -110,9 +111,16 @@ void check_list(const WorkList& wl, const std::vector<std::int32_t>& lens, int t
 }
 
 // build_work_list's and the cut lists' order: longest first (timeline lists are in start order).
-void expect_longest_first(const WorkList& wl) {
+// Longest first by whole tiles, and in request order among items of as many tiles.
+void expect_longest_first(const WorkList& wl, int tile) {
+  const auto tiles = [&](const WorkItem& it) { return (std::int64_t(it.kv_end) - it.kv_begin + tile - 1) / tile; };
   for (std::size_t i = 1; i < wl.items.size(); ++i) {
-    EXPECT_GE(wl.items[i - 1].kv_end - wl.items[i - 1].kv_begin, wl.items[i].kv_end - wl.items[i].kv_begin);
+    const WorkItem &a = wl.items[i - 1], &b = wl.items[i];
+    EXPECT_GE(tiles(a), tiles(b)) << "items " << i - 1 << " and " << i;
+    if (tiles(a) == tiles(b)) {
+      EXPECT_TRUE(a.request < b.request || (a.request == b.request && a.kv_begin < b.kv_begin))
+          << "items " << i - 1 << " and " << i << " of as many tiles out of request order";
+    }
   }
 }
 
@@ -159,7 +167,7 @@ void check_work_list(const std::vector<std::int32_t>& lens, int target, int tile
                std::to_string(tile));
   const WorkList wl = build_work_list(lens, target, tile);
   check_list(wl, lens, target, tile, int(lens.size()) + target);
-  expect_longest_first(wl);
+  expect_longest_first(wl, tile);
 }
 
 TEST(Planner, CoversEveryTokenOnce) {
@@ -189,14 +197,19 @@ TEST(Planner, CoversEveryTokenOnce) {
 TEST(Planner, CutListsKeepTheRequestOrderAmongEqualItems) {
   const std::vector<std::int32_t> lens = {300, 0, 70000000, 300, 1 << 20, 256, 0, (1 << 20) + 1, 300, 65536, 256};
   for (int target : {1, 4, 11, 64, 4096}) {
-    const WorkList wl = build_work_list(lens, target, 1);
-    expect_longest_first(wl);
-    for (std::size_t i = 1; i < wl.items.size(); ++i) {
-      const WorkItem &a = wl.items[i - 1], &b = wl.items[i];
-      if (a.kv_end - a.kv_begin != b.kv_end - b.kv_begin) continue;
-      EXPECT_TRUE(a.request < b.request || (a.request == b.request && a.kv_begin < b.kv_begin))
-          << "target " << target << ": items " << i - 1 << " and " << i << " of one length out of order";
-    }
+    SCOPED_TRACE("target " + std::to_string(target));
+    expect_longest_first(build_work_list(lens, target, 1), 1);  // one token per tile: by length
+  }
+}
+
+// With s_q > 1 a request's query rows see L − s_q + 1 … L keys: as many tiles (but where L − s_q + 1
+// starts a tile), so they stay side by side in the list and their CTAs read the shared KV together.
+TEST(Planner, QueryRowsOfARequestStayTogether) {
+  const std::vector<std::int32_t> rows = query_row_lengths(std::vector<std::int32_t>(256, 8192), 2);
+  for (int target : {132, 264}) {
+    const WorkList wl = build_work_list(rows, target, 64);
+    ASSERT_EQ(wl.items.size(), rows.size()) << "target " << target;
+    for (std::size_t i = 0; i < wl.items.size(); ++i) EXPECT_EQ(wl.items[i].request, int(i)) << "target " << target;
   }
 }
 
@@ -364,7 +377,7 @@ TEST(Planner, BalancedListCutsBeyondOneWave) {
   const int slots = 3, max_items = 3 + 6;
   const WorkList wl = balanced_work_list(lens, slots, 64, max_items, true);
   check_list(wl, lens, slots, 64, max_items);
-  expect_longest_first(wl);
+  expect_longest_first(wl, 64);
   EXPECT_EQ(item_sizes(wl), (std::map<std::int32_t, int>{{832, 2}, {448, 1}, {128, 1}}));
   EXPECT_EQ(list_makespan(wl.items, slots, 64, kItemOverheadTiles), 17);
   EXPECT_EQ(list_makespan(build_work_list(lens, slots, 64).items, slots, 64, kItemOverheadTiles), 30);
