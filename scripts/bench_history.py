@@ -70,7 +70,9 @@ def render(rows):
     gm = " / ".join("%.2f" % GEOMEAN_RATIO[f] for f in FORMATS)
     out = [HEADER.format(bw=bw + " for " + " / ".join(FORMATS), gm=gm)]
     by_date = sorted(rows, key=lambda r: r["date"])
-    first = next((i for i, r in enumerate(by_date) if r["commit"] == SINCE), 0)
+    first = next((i for i, r in enumerate(by_date) if r["commit"] == SINCE), None)
+    if first is None:
+        raise SystemExit("bench_history.py: no run of commit %s (SINCE) among the results" % SINCE)
     recent = by_date[first:]
     groups, last = [], None  # runs whose floors lie within 2 µs of the next one: one kind of machine
     for r in sorted(recent, key=lambda r: r["floor"]):

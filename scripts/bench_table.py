@@ -16,7 +16,8 @@ def render(path):
     d = json.load(open(path))
     lines = [
         f"`{path}` — {d['gpu']}, driver {d.get('driver', '?')}, commit `{d['commit']}`, {d['date']}; "
-        f"{d.get('reps', '?')} reps per mode, cold L2, {d.get('dist', 'challenge')} inputs, means in µs.",
+        f"{d.get('reps', '?')} reps per mode, cold L2, {d.get('dist', 'challenge')} inputs"
+        f"{'' if d.get('s_q', 1) == 1 else ', s_q %d (not the suite)' % d['s_q']}, means in µs.",
         "",
         "| format | batch | kv | call µs | device µs | floor call µs | floor device µs | GB/s | × floor (device) | relerr |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",

@@ -206,19 +206,20 @@ void chunk_costs(std::span<const std::int32_t> kv_lengths, std::int64_t chunk, i
 // list_makespan of items of these costs, in this order: a slot takes the next item when it frees.
 // `free_at` (a buffer): the slots' finish times. Every item starts by the mean of the costs before it
 // (the least finish time is at most their mean), so none ends after sum / slots + the costliest;
-// where that bound is small beside the items, the finish times are counted per time (the least one
-// never falls: a bucket queue), else kept in a min-heap (the top replaced: one sift). The same
-// makespan either way.
+// where that bound is small beside the items and no cost is negative (a caller's negative overhead),
+// the finish times are counted per time (the least one never falls: a bucket queue), else kept in a
+// min-heap (the top replaced: one sift). The same makespan either way.
 std::int64_t makespan_of(std::span<const std::int64_t> costs, int slots, std::vector<std::int64_t>* free_at) {
   constexpr std::int64_t kBucketSpan = 4096;
   free_at->clear();
-  std::int64_t end = 0, sum = 0, costliest = 0;
+  std::int64_t end = 0, sum = 0, costliest = 0, cheapest = 0;
   for (std::int64_t cost : costs) {
     sum += cost;
     costliest = std::max(costliest, cost);
+    cheapest = std::min(cheapest, cost);
   }
   const std::int64_t bound = sum / slots + costliest;
-  if (bound <= 4 * std::int64_t(costs.size()) + kBucketSpan) {
+  if (cheapest >= 0 && bound <= 4 * std::int64_t(costs.size()) + kBucketSpan) {
     free_at->assign(std::size_t(bound) + 1, 0);  // slots free at each time
     std::int64_t* count = free_at->data();
     count[0] = slots;
@@ -333,7 +334,9 @@ std::int64_t cheapest_chunk_tiles(std::span<const std::int32_t> kv_lengths, int 
 // Whether timeline_work_list(…, cap, …) succeeds, for requests of these lengths in tiles: the same
 // walk in whole tiles (a piece ends where its timeline fills, so every piece but a request's last
 // is a whole number of tiles), with the timelines a request fills past its first counted at once
-// instead of piece by piece. No list is built; the capacity search probes this.
+// instead of piece by piece. No list is built; the capacity search probes this. Needs overhead ≥ 0
+// (every caller's: the models charge 1 tile or more), so that a timeline's room never exceeds an
+// empty one's.
 bool timelines_fit(std::span<const std::int64_t> request_tiles, int slots, int overhead, std::int64_t cap) {
   const std::int64_t fresh = cap - overhead;  // tiles an empty timeline can take
   int timeline = 0;

@@ -286,13 +286,21 @@ TEST(Planner, ListMakespanMatchesAScanOfTheSlots) {
   const auto scanned = [](const std::vector<WorkItem>& items, int slots, int tile, int overhead) {
     std::vector<std::int64_t> free_at(std::size_t(slots), 0);
     std::int64_t end = 0;
-    for (const WorkItem& it : items) {
-      auto slot = std::min_element(free_at.begin(), free_at.end());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const WorkItem& it = items[i];
+      // The first items take a slot each (so a negative cost does not pull the next onto its slot).
+      auto slot =
+          i < free_at.size() ? free_at.begin() + std::ptrdiff_t(i) : std::min_element(free_at.begin(), free_at.end());
       *slot += (std::int64_t(it.kv_end) - it.kv_begin + tile - 1) / tile + overhead;
       end = std::max(end, *slot);
     }
     return end;
   };
+  for (const auto& lens : {std::vector<std::int32_t>{0, 0, 0}, std::vector<std::int32_t>{0, 640, 0, 64, 0, 0}}) {
+    for (int slots : {1, 2}) {  // empty items at overhead −1 cost −1 tile: the heap's, not the counted path's
+      EXPECT_EQ(list_makespan(items_of(lens), slots, 64, -1), scanned(items_of(lens), slots, 64, -1));
+    }
+  }
   for (int seed = 0; seed < 40; ++seed) {
     const bool huge = seed % 2 == 1;
     std::vector<std::int32_t> lens = testing::ragged_lengths(1 + seed * 7, std::uint64_t(seed) + 3);
@@ -301,7 +309,7 @@ TEST(Planner, ListMakespanMatchesAScanOfTheSlots) {
     }
     const int tile = huge ? 1 : 64;
     for (int slots : {1, 3, 132}) {
-      for (int overhead : {0, 2}) {
+      for (int overhead : {-1, 0, 2}) {  // (−1: a negative cost, which the counted path cannot take)
         const std::vector<WorkItem> items = items_of(lens);
         EXPECT_EQ(list_makespan(items, slots, tile, overhead), scanned(items, slots, tile, overhead))
             << "seed " << seed << " slots " << slots << " overhead " << overhead;
