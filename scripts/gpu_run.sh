@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command for the H200 machine (bare, no network): builds for sm_90a, runs the GPU and unit
-# tests, compute-sanitizer memcheck + racecheck on a small suite, and `mla bench` on SPEC §4's
-# 24 cases. Writes bench.json, bench.txt, summary.txt (to commit next to the JSON) and logs.tgz
-# (build, test, sanitizer and bench-progress logs) into OUTDIR and prints a short table last. Fails
+# tests, compute-sanitizer memcheck + racecheck on a small suite, `mla bench` on SPEC §4's 24 cases,
+# and `mla bench --s-q 2` at four shapes. Writes bench.json, bench.txt, summary.txt (to commit next to
+# the JSON) and logs.tgz (build, test, sanitizer and bench-progress logs, the s_q 2 JSON) into OUTDIR
+# and prints a short table last. Fails
 # when the GPU tests did not run (no usable GPU).
 #   usage: MLA_COMMIT=<hash> scripts/gpu_run.sh OUTDIR
 # GoogleTest sources are carried in .deps/googletest (cp -r /usr/src/googletest .deps/). The device
@@ -55,6 +56,13 @@ step "bench"
 ./build-gpu/mla bench --backend cuda --json "$out/bench.json" 2>"$out/bench-progress.log" | tee "$out/bench.txt" ||
   status=1
 
+# Multi-token queries (not SPEC §4's suite): s_q 2 at four shapes, to follow what a second query
+# token costs (README, "Multi-token queries"; perf-notes v135).
+step "bench s_q 2"
+./build-gpu/mla bench --backend cuda --s-q 2 --shapes 4x8192,64x8192,256x1024,256x8192 --reps 30 \
+  --json "$out/bench-sq2.json" 2>"$out/bench-sq2-progress.log" >"$out/bench-sq2.txt" || status=1
+grep -E "^(bf16|fp8|mxfp4) +[0-9]" "$out/bench-sq2.txt"
+
 step "summary"
 {
   echo "commit $MLA_COMMIT, $(date -u +%Y-%m-%dT%H:%M:%SZ), $SECONDS s"
@@ -63,10 +71,13 @@ step "summary"
   echo "GPU tests: $gpu_passed passed, $gpu_skipped skipped"
   echo "compute-sanitizer: $san_status"
   for tool in memcheck racecheck; do tail -n 1 "$out/sanitizer-$tool.log"; done
+  echo "s_q 2 (device µs, 30 reps; bench-sq2.json in logs.tgz):"
+  grep -E "^(bf16|fp8|mxfp4) +[0-9]|FAIL" "$out/bench-sq2.txt" | awk '{print "  " $1, $2 "x" $3, $5}'
   tail -40 "$out/bench.txt"
 } | tee "$out/summary.txt"
 # The logs go into one archive, so that OUTDIR holds four files (bench.json, bench.txt, summary.txt,
 # logs.tgz): machines that return only a few files return all of them.
-logs=(gpu.txt build.log ctest.log sanitizer-memcheck.log sanitizer-racecheck.log bench-progress.log)
+logs=(gpu.txt build.log ctest.log sanitizer-memcheck.log sanitizer-racecheck.log bench-progress.log bench-sq2.json
+  bench-sq2.txt bench-sq2-progress.log)
 (cd "$out" && tar czf logs.tgz "${logs[@]}" 2>/dev/null && rm -f "${logs[@]}")
 exit $status
