@@ -24,6 +24,12 @@ std::int64_t piece_tokens(std::int64_t len, std::int64_t n, int tile) {
   return ((len + n - 1) / n + tile - 1) / tile * tile;
 }
 
+// An item's cost in a model of the schedule, in tiles: its tiles plus `overhead` (its start, end
+// and partial).
+std::int64_t item_cost(std::int64_t tokens, int tile, int overhead) {
+  return (tokens + tile - 1) / tile + overhead;
+}
+
 // The indices of `key` in ascending order of key, stably: an LSD radix sort, a byte per pass; passes
 // whose byte is the same for every key are skipped.
 std::vector<std::uint32_t> stable_order(std::span<const std::uint64_t> key) {
@@ -76,7 +82,7 @@ WorkList work_list_from_chunks(std::span<const std::int32_t> kv_lengths, std::sp
   const std::size_t n = wl.items.size();
   std::vector<std::uint64_t> key(n);
   for (std::size_t i = 0; i < n; ++i) {
-    key[i] = ~std::uint32_t((std::int64_t(wl.items[i].kv_end) - wl.items[i].kv_begin + tile - 1) / tile);
+    key[i] = ~std::uint32_t(item_cost(std::int64_t(wl.items[i].kv_end) - wl.items[i].kv_begin, tile, 0));
   }
   const std::vector<std::uint32_t> order = stable_order(key);
   std::vector<WorkItem> sorted(n);
@@ -118,12 +124,6 @@ std::int64_t split_cost(std::int64_t partials) {
 // beside a makespan of 15, and fp8 +7 %, MXFP4 +15 % without this term; perf-notes v121).
 std::int64_t partial_traffic(std::int64_t partials, int slots) {
   return (partials + slots - 1) / slots;
-}
-
-// An item's cost in a model of the schedule, in tiles: its tiles plus `overhead` (its start, end
-// and partial).
-std::int64_t item_cost(std::int64_t tokens, int tile, int overhead) {
-  return (tokens + tile - 1) / tile + overhead;
 }
 
 // Every request whole, as items costing item_cost: the least total any list of them can cost.
@@ -331,6 +331,12 @@ std::int64_t cheapest_chunk_tiles(std::span<const std::int32_t> kv_lengths, int 
   return best;
 }
 
+// Whether a timeline with `room` tiles left cannot take the next piece of a request with `left`
+// tiles to go: a piece needs a tile of room, and an empty request's one item needs room ≥ 0.
+bool timeline_full(std::int64_t left, std::int64_t room) {
+  return left == 0 ? room < 0 : room < 1;
+}
+
 // Whether timeline_work_list(…, cap, …) succeeds, for requests of these lengths in tiles: the same
 // walk in whole tiles (a piece ends where its timeline fills, so every piece but a request's last
 // is a whole number of tiles), with the timelines a request fills past its first counted at once
@@ -343,8 +349,8 @@ bool timelines_fit(std::span<const std::int64_t> request_tiles, int slots, int o
   std::int64_t load = 0;
   for (std::int64_t left : request_tiles) {
     std::int64_t room = cap - load - overhead;
-    if (left == 0 ? room < 0 : room < 1) {  // the next timeline, or none (an empty request still takes an item)
-      if ((left == 0 ? fresh < 0 : fresh < 1) || ++timeline == slots) return false;
+    if (timeline_full(left, room)) {  // the next timeline, or none
+      if (timeline_full(left, fresh) || ++timeline == slots) return false;
       load = 0;
       room = fresh;
     }
@@ -386,11 +392,11 @@ bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int
     const std::int64_t len = kv_lengths[b];
     const std::size_t first = planned.size();
     // In tiles: a piece ends where its timeline fills, so every piece but the last is whole tiles.
-    const std::int64_t tiles = (len + tile - 1) / tile;
+    const std::int64_t tiles = item_cost(len, tile, 0);
     for (std::int64_t done = 0;;) {
       const std::int64_t room = cap - load - overhead;  // tiles this timeline can still take
       const std::int64_t left = tiles - done;
-      if (left == 0 ? room < 0 : room < 1) {  // (an empty request still takes an item)
+      if (timeline_full(left, room)) {
         if (++timeline == slots) return false;
         load = 0;
         continue;
@@ -433,8 +439,7 @@ bool timeline_work_list(std::span<const std::int32_t> kv_lengths, int slots, int
 WorkList least_timeline_list(std::span<const std::int32_t> kv_lengths, int slots, int tile, int overhead,
                              std::int64_t least_load, bool walked, int* used) {
   std::vector<std::int64_t> request_tiles(kv_lengths.size());
-  for (std::size_t b = 0; b < kv_lengths.size(); ++b)
-    request_tiles[b] = (std::int64_t(kv_lengths[b]) + tile - 1) / tile;
+  for (std::size_t b = 0; b < kv_lengths.size(); ++b) request_tiles[b] = item_cost(kv_lengths[b], tile, 0);
   const auto fits = [&](std::int64_t cap) { return timelines_fit(request_tiles, slots, overhead, cap); };
   std::int64_t lo = std::max<std::int64_t>(1, (least_load + slots - 1) / slots), hi = lo;
   while (!fits(hi)) hi *= 2;
