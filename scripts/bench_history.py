@@ -8,17 +8,16 @@ the table cannot drift from the JSON files (ctest runs it: test `docs.bench_hist
 """
 import glob
 import json
-import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from issue4_goals import BANDWIDTH_FRACTION, FLASHMLA_US, GEOMEAN_RATIO  # noqa: E402
+from issue4_goals import (BANDWIDTH_FRACTION, GEOMEAN_RATIO, LARGE, ahead_of_flashmla,  # noqa: E402
+                          bandwidth_fraction, geomean_ratio)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
 FORMATS = ("bf16", "fp8", "mxfp4")
-LARGE = (256, 8192)
 # The first run with the 256×8192 kernels and plans as they are now (perf-notes v114): the machine
 # summary covers the runs from it on. Move it when a change moves those cases.
 SINCE = "7074b03"
@@ -51,13 +50,11 @@ def load(path):
     row = {"date": d["date"], "commit": d["commit"], "file": os.path.basename(path),
            "floor": cases[("bf16",) + LARGE]["floor_device_us"], "passed": d.get("all_passed", False)}
     for f in FORMATS:
-        c = cases[(f,) + LARGE]
-        row["bw_" + f] = c["floor_device_us"] / c["device_us"]
-        cs = [c for k, c in cases.items() if k[0] == f]
-        g = lambda key: math.exp(sum(math.log(c[key]) for c in cs) / len(cs))
-        row["gm_" + f] = g("device_us") / g("floor_device_us")
-    row["ahead"] = sum(1 for (f, b, l), c in cases.items() if (b, l) in FLASHMLA_US and c["device_us"] < FLASHMLA_US[(b, l)])
-    row["cases"] = sum(1 for (f, b, l) in cases if (b, l) in FLASHMLA_US)
+        row["bw_" + f] = bandwidth_fraction(cases[(f,) + LARGE])
+        row["gm_" + f] = geomean_ratio(d["cases"], f)
+    peers = [ahead_of_flashmla(c) for c in d["cases"]]
+    row["ahead"] = sum(1 for a in peers if a)
+    row["cases"] = sum(1 for a in peers if a is not None)
     return row
 
 
