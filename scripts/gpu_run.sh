@@ -61,7 +61,10 @@ step "bench"
 step "bench s_q 2"
 ./build-gpu/mla bench --backend cuda --s-q 2 --shapes 4x8192,64x8192,256x1024,256x8192 --reps 30 \
   --json "$out/bench-sq2.json" 2>"$out/bench-sq2-progress.log" >"$out/bench-sq2.txt" || status=1
-awk '/^(bf16|fp8|mxfp4) / && NF >= 9' "$out/bench-sq2.txt"
+# Its table rows (not the geomeans): format, shape, device µs.
+sq2_rows=$(awk '/^(bf16|fp8|mxfp4) / && NF >= 9 {print "  " $1, $2 "x" $3, $5 ($0 ~ /FAIL/ ? "  FAIL" : "")}' \
+  "$out/bench-sq2.txt")
+echo "$sq2_rows"
 
 step "summary"
 {
@@ -72,7 +75,7 @@ step "summary"
   echo "compute-sanitizer: $san_status"
   for tool in memcheck racecheck; do tail -n 1 "$out/sanitizer-$tool.log"; done
   echo "s_q 2 (device µs, 30 reps; bench-sq2.json in logs.tgz):"
-  awk '/^(bf16|fp8|mxfp4) / && NF >= 9 {print "  " $1, $2 "x" $3, $5 ($0 ~ /FAIL/ ? "  FAIL" : "")}' "$out/bench-sq2.txt"
+  echo "$sq2_rows"
   tail -40 "$out/bench.txt"
 } | tee "$out/summary.txt"
 # The logs go into one archive, so that OUTDIR holds four files (bench.json, bench.txt, summary.txt,
