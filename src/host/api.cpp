@@ -114,8 +114,10 @@ std::string describe(const Plan& plan) {
      << " max_partials=" << plan.max_request_partials << " grid=" << plan.grid << " workspace=" << plan.workspace_bytes
      << "B";
   if (plan.backend == Backend::cuda) {
-    os << " device=" << plan.device << " sms=" << plan.device_sms << " cluster=" << plan.cluster_size;
-    const sm90::DecodeVariant variant = sm90::decode_variant(plan.grid, plan.num_work_items, plan.tokens_per_split);
+    os << " device=" << plan.device << " sms=" << plan.device_sms << " cluster=" << plan.cluster_size
+       << " rows_per_item=" << plan.rows_per_item;
+    const sm90::DecodeVariant variant =
+        sm90::decode_variant(plan.grid, plan.num_work_items, plan.tokens_per_split, plan.rows_per_item);
     switch (variant) {
       case sm90::DecodeVariant::general:
         os << " kernel=general";

@@ -995,6 +995,34 @@ bool walks_every_item_once(std::span<const WorkItem> items, int grid) {
   return taken == n;
 }
 
+WorkList row_pair_work_list(const WorkList& pair_list, std::span<const std::int32_t> pair_lengths) {
+  WorkList wl;
+  wl.tokens_per_split = pair_list.tokens_per_split;
+  wl.num_partials = 2 * pair_list.num_partials;
+  wl.num_split_requests = 2 * pair_list.num_split_requests;
+  wl.max_request_partials = pair_list.max_request_partials;
+  wl.splits.reserve(2 * pair_list.splits.size());
+  for (const RequestSplit& sp : pair_list.splits) {
+    wl.splits.push_back({2 * sp.first_partial, sp.num_partials});
+    wl.splits.push_back({2 * sp.first_partial + sp.num_partials, sp.num_partials});
+  }
+  wl.items.reserve(pair_list.items.size());
+  for (const WorkItem& it : pair_list.items) {
+    const std::size_t pair = std::size_t(it.request);
+    const std::int32_t len = pair_lengths[pair];
+    WorkItem w = it;
+    w.request = 2 * it.request;
+    w.pair_end = it.kv_end == len && len > 0 ? it.kv_end - 1 : it.kv_end;
+    if (it.partial >= 0) {
+      const RequestSplit& sp = pair_list.splits[pair];
+      w.partial = sp.first_partial + it.partial;  // 2F + j, j = it.partial − F
+      w.pair_partial = w.partial + sp.num_partials;
+    }
+    wl.items.push_back(w);
+  }
+  return wl;
+}
+
 void set_kv_bases(std::span<WorkItem> items, std::span<const std::int32_t> kv_indptr, int s_q) {
   for (WorkItem& it : items) it.kv_base = kv_indptr[std::size_t(it.request / s_q)];
 }

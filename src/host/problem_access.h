@@ -40,4 +40,16 @@ inline std::vector<std::int32_t> query_row_lengths(std::span<const std::int32_t>
   return rows;
 }
 
+// Row pairs (s_q even; the CUDA plan's MXFP4 kernel): pair k of request b, q rows b·s_q + 2k and + 1,
+// is the virtual request b·(s_q / 2) + k, of its second row's visible keys (the first sees one fewer,
+// or none when the second sees none).
+inline std::vector<std::int32_t> row_pair_lengths(std::span<const std::int32_t> request_lengths, int s_q) {
+  std::vector<std::int32_t> pairs;
+  pairs.reserve(request_lengths.size() * std::size_t(s_q / 2));
+  for (std::int32_t len : request_lengths) {
+    for (int k = 0; k < s_q / 2; ++k) pairs.push_back(std::int32_t(visible_keys(len, s_q, 2 * k + 1)));
+  }
+  return pairs;
+}
+
 }  // namespace mla

@@ -213,6 +213,102 @@ TEST(Planner, QueryRowsOfARequestStayTogether) {
   }
 }
 
+// Row pairs (MXFP4's pair kernel): every q row's keys covered once by its items' ranges (the first
+// row's ends at pair_end), split rows' partials in distinct slots of their own range, both rows of a
+// pair cut alike, and no two rows' slot ranges overlapping — for whole, split and timeline lists.
+void expect_row_pairs_cover(const std::vector<std::int32_t>& request_lengths, int s_q, const WorkList& pairs,
+                            const WorkList& wl) {
+  const std::vector<std::int32_t> rows = query_row_lengths(request_lengths, s_q);
+  const std::vector<std::int32_t> pair_lengths = row_pair_lengths(request_lengths, s_q);
+  ASSERT_EQ(pair_lengths.size() * 2, rows.size());
+  ASSERT_EQ(wl.splits.size(), rows.size());
+  ASSERT_EQ(wl.items.size(), pairs.items.size());
+  EXPECT_EQ(wl.num_partials, 2 * pairs.num_partials);
+  std::vector<std::vector<std::tuple<int, int, int>>> pieces(rows.size());  // (begin, end, slot)
+  for (const WorkItem& it : wl.items) {
+    ASSERT_EQ(it.request % 2, 0) << "an item names its pair's first row";
+    ASSERT_LE(it.kv_begin, it.pair_end);
+    ASSERT_LE(it.pair_end, it.kv_end);
+    ASSERT_GE(it.pair_end, it.kv_end - 1);
+    pieces[std::size_t(it.request)].emplace_back(it.kv_begin, it.pair_end, it.partial);
+    pieces[std::size_t(it.request) + 1].emplace_back(it.kv_begin, it.kv_end, it.partial < 0 ? -1 : it.pair_partial);
+  }
+  std::vector<int> slot_owner(std::size_t(wl.num_partials), -1);
+  for (std::size_t v = 0; v < rows.size(); ++v) {
+    std::vector<std::tuple<int, int, int>>& ps = pieces[v];
+    std::sort(ps.begin(), ps.end());
+    const RequestSplit sp = wl.splits[v];
+    EXPECT_EQ(sp.num_partials, wl.splits[v ^ 1].num_partials) << "row " << v << ": both rows of a pair cut alike";
+    int at = 0;
+    std::set<int> slots;
+    for (const auto& [b, e, slot] : ps) {
+      if (e == b && rows[v] > 0) continue;  // the first row's share of a last piece of one token
+      EXPECT_EQ(b, at) << "row " << v;
+      at = e;
+      if (sp.num_partials == 0) {
+        EXPECT_EQ(slot, -1) << "row " << v;
+      } else {
+        EXPECT_GE(slot, sp.first_partial) << "row " << v;
+        EXPECT_LT(slot, sp.first_partial + sp.num_partials) << "row " << v;
+        EXPECT_TRUE(slots.insert(slot).second) << "row " << v << " slot " << slot << " twice";
+      }
+    }
+    EXPECT_EQ(at, rows[v]) << "row " << v << " covered to its length";
+    if (sp.num_partials == 0) {
+      EXPECT_EQ(ps.size(), 1u) << "row " << v << ": a whole row is one item";
+    } else {
+      EXPECT_EQ(int(ps.size()), sp.num_partials) << "row " << v;
+    }
+    for (int k = 0; k < sp.num_partials; ++k) {
+      const std::size_t slot = std::size_t(sp.first_partial + k);
+      ASSERT_LT(slot, slot_owner.size());
+      EXPECT_EQ(slot_owner[slot], -1) << "slot " << slot << " of rows " << slot_owner[slot] << " and " << v;
+      slot_owner[slot] = int(v);
+    }
+  }
+}
+
+TEST(Planner, RowPairsCoverEveryRowOnce) {
+  const std::vector<std::vector<std::int32_t>> batches = {
+      {0, 1, 2, 3, 64, 65, 129, 1000, 4099, 8191}, std::vector<std::int32_t>(40, 8192), testing::ragged_lengths(70, 5)};
+  for (const std::vector<std::int32_t>& lens : batches) {
+    for (int s_q : {2, 4}) {
+      const std::vector<std::int32_t> pair_lengths = row_pair_lengths(lens, s_q);
+      for (int slots : {4, 132}) {
+        const int max_items = int(pair_lengths.size()) + slots;
+        for (const WorkList& pairs : {build_work_list(pair_lengths, slots, 128),
+                                      balanced_work_list(pair_lengths, slots, 128, max_items, true, kRowPairs)}) {
+          ASSERT_TRUE(is_work_list_of(pairs, pair_lengths));
+          SCOPED_TRACE("batch of " + std::to_string(lens.size()) + ", s_q " + std::to_string(s_q) + ", " +
+                       std::to_string(slots) + " slots, " + std::to_string(pairs.items.size()) + " items");
+          expect_row_pairs_cover(lens, s_q, pairs, row_pair_work_list(pairs, pair_lengths));
+        }
+      }
+    }
+  }
+}
+
+// A pair's last piece of one token leaves its first row nothing: pair_end = kv_begin there.
+TEST(Planner, RowPairsFirstRowEndsOneEarlier) {
+  const std::vector<std::int32_t> pair_lengths = row_pair_lengths(std::vector<std::int32_t>{129, 1}, 2);
+  ASSERT_EQ(pair_lengths, (std::vector<std::int32_t>{129, 1}));
+  WorkList pairs = build_work_list(pair_lengths, 8, 128);
+  ASSERT_EQ(pairs.items.size(), 3u);  // 129 in pieces of 128 and 1, and the 1
+  const WorkList wl = row_pair_work_list(pairs, pair_lengths);
+  for (const WorkItem& it : wl.items) {
+    const bool first_piece = it.request == 0 && it.kv_begin == 0, last_piece = it.request == 0 && it.kv_begin == 128;
+    if (first_piece) {
+      EXPECT_EQ(it.pair_end, 128) << "not the last piece: the second's end";
+    }
+    if (last_piece) {
+      EXPECT_EQ(it.pair_end, 128) << "the last piece of one token";
+    }
+    if (it.request == 2) {
+      EXPECT_EQ(it.pair_end, 0) << "a first row that sees no key";
+    }
+  }
+}
+
 TEST(Planner, SplitsLongRequestsWhenTheMachineIsIdle) {
   const WorkList wl = build_work_list(std::vector<std::int32_t>{8192}, 64, 64);
   EXPECT_EQ(wl.num_split_requests, 1);

@@ -195,8 +195,17 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   // (perf-notes v134); its other batches: the tile model's list, then walking (below).
   const bool bf16_ragged =
       forced == nullptr && p.kv.format == KvFormat::bf16 && ragged_batch(request_lengths, int(p.total_q));
+  // MXFP4 with an even s_q: row pairs, each CTA both rows of a pair (one decode of the KV for two
+  // rows; perf-notes v136), the tile model's timelines over the pairs on one CTA per SM.
+  const bool row_pairs = forced == nullptr && sm90::decode_row_pairs(p.kv.format, p.s_q);
   if (forced != nullptr) {
     wl = *forced;
+  } else if (row_pairs) {
+    const std::vector<std::int32_t> pair_lengths = row_pair_lengths(request_lengths, p.s_q);
+    const WorkList pairs =
+        balanced_work_list(pair_lengths, sms * sm90::decode_ctas_per_sm(p.kv.format, true),
+                           sm90::decode_tile_tokens(p.kv.format, true), layout.max_items / 2, true, kRowPairs);
+    wl = row_pair_work_list(pairs, pair_lengths);
   } else {
     switch (p.kv.format) {
       case KvFormat::bf16:  // one CTA per SM: the tile model's list without timelines (+1.5 % at 160 and
@@ -232,7 +241,7 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   };
   std::vector<WorkItem> cluster_items;
   const bool forced_walk = forced != nullptr && forced_grid > 0 && forced_grid < int(wl.items.size());
-  int cluster = forced_walk ? 0 : cluster_work_list(wl, rows, kClusterLimit, slots, &cluster_items);
+  int cluster = forced_walk || row_pairs ? 0 : cluster_work_list(wl, rows, kClusterLimit, slots, &cluster_items);
   if (cluster > 0 && sm90::decode_max_active_clusters(p.kv.format, cluster) < rows) cluster = 0;
   const std::vector<WorkItem>& launched = cluster > 0 ? cluster_items : wl.items;
   int grid = forced_walk                        ? forced_grid
@@ -292,6 +301,7 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   pl.device = device;
   pl.device_sms = sms;
   pl.cluster_size = cluster;
+  pl.rows_per_item = row_pairs ? 2 : 1;
   pl.kv_evict_first = kv_evict_first(pl.total_kv * kv_row_bytes(p.kv.format), l2_bytes, p.s_q);
   pl.kv_tma = tma_for(items, pl.grid, pl.tokens_per_split);
   pl.host_work_list = std::make_shared<const std::vector<WorkItem>>(std::move(items));
@@ -407,6 +417,7 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   d.partial_scale = reinterpret_cast<float*>(base + layout.partial_scale_offset);
   d.partial_lse = reinterpret_cast<float*>(base + layout.partial_lse_offset);
   d.cluster = plan.cluster_size;
+  d.rows_per_item = plan.rows_per_item;
   cudaError_t e = sm90::launch_decode(p.kv.format, d, st);
   if (e != cudaSuccess) return cuda_fail("launching the decode kernel", e);
   if (plan.num_split_requests > 0 && plan.cluster_size == 0) {

@@ -617,8 +617,9 @@ using Variant = DecodeVariant;
 constexpr Variant kVariants[] = {Variant::general, Variant::walking, Variant::one_tile};
 
 // The kernel of `format` for variant v (fp8 and MXFP4 never walk: their general kernel) and the KV's
-// L2 policy.
-DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, bool tma = false) {
+// L2 policy; MXFP4's row-pair kernel with `row_pairs`.
+DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, bool tma = false,
+                         bool row_pairs = false) {
   switch (format) {
     case KvFormat::bf16:
       switch (v) {
@@ -633,20 +634,25 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, b
     case KvFormat::fp8:
       return decode_fp8_kernel_info(v == Variant::one_tile, evict_first, tma);
     case KvFormat::mxfp4:
-      return decode_mxfp4_kernel_info(v == Variant::one_tile, evict_first);
+      return decode_mxfp4_kernel_info(v == Variant::one_tile, evict_first, row_pairs);
   }
   return bf16_kernel_info<false>(evict_first);
 }
 
 }  // namespace
 
-int decode_tile_tokens(KvFormat format) {
+bool decode_row_pairs(KvFormat format, int s_q) {
+  return format == KvFormat::mxfp4 && s_q % 2 == 0;
+}
+
+int decode_tile_tokens(KvFormat format, bool row_pairs) {
   switch (format) {
     case KvFormat::bf16:
       return Traits<KvFormat::bf16>::kTile;
     case KvFormat::fp8:
-    case KvFormat::mxfp4:
       return wg::kTile;
+    case KvFormat::mxfp4:
+      return row_pairs ? 2 * wg::kTile : wg::kTile;  // a warpgroup per row of the pair, 64 tokens each
   }
   return 64;
 }
@@ -667,8 +673,8 @@ int decode_grid(KvFormat format, std::span<const WorkItem> items, int cluster, i
   return int(items.size());
 }
 
-int decode_ctas_per_sm(KvFormat format) {
-  return kernel_info(format, Variant::general).ctas_per_sm;
+int decode_ctas_per_sm(KvFormat format, bool row_pairs) {
+  return kernel_info(format, Variant::general, false, false, row_pairs).ctas_per_sm;
 }
 
 bool decode_partials_f16(KvFormat format) {
@@ -679,8 +685,10 @@ cudaError_t prepare_decode(KvFormat format) {
   for (Variant v : kVariants) {
     for (bool evict_first : {false, true}) {  // fp8, MXFP4: walking = general
       for (bool tma : {false, true}) {        // bf16's general and walking kernels, fp8's general one
-        const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first, tma));
-        if (e != cudaSuccess) return e;
+        for (bool pairs : {false, true}) {    // MXFP4's row-pair kernels
+          const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first, tma, pairs));
+          if (e != cudaSuccess) return e;
+        }
       }
     }
   }
@@ -691,8 +699,12 @@ int decode_max_active_clusters(KvFormat format, int n) {
 }
 
 cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream) {
-  const Variant v = decode_variant(p.ctas, p.num_items, p.max_item_tokens);
-  return launch_decode_kernel(kernel_info(format, v, p.kv_evict_first, p.kv_tma), p, stream);
+  const bool pairs = p.rows_per_item == 2;
+  // Row pairs: MXFP4 only, a CTA per item, merged by the combine kernel.
+  if (pairs && (format != KvFormat::mxfp4 || p.cluster != 0 || p.ctas != p.num_items)) return cudaErrorInvalidValue;
+  if (p.rows_per_item != 1 && !pairs) return cudaErrorInvalidValue;
+  const Variant v = decode_variant(p.ctas, p.num_items, p.max_item_tokens, p.rows_per_item);
+  return launch_decode_kernel(kernel_info(format, v, p.kv_evict_first, p.kv_tma, pairs), p, stream);
 }
 
 }  // namespace mla::sm90

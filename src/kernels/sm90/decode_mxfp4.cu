@@ -26,6 +26,14 @@
 //
 // K is decoded once per tile, into registers for S and (its first 512 dims) into Vt for P·V: no V
 // fragments, no second decode. Shared memory per CTA ≈ 107 KB (Vt 64 KB).
+//
+// Row pairs (kRows = 2; the plan's for an even s_q, WorkItem::pair_end): one CTA takes q rows v and
+// v + 1 of a request, which share their keys (the first sees all but the last). Two warpgroups, one
+// CTA per SM (~218 KB), tiles of 128 tokens: warpgroup g loads, decodes and stores Vt for tokens
+// 64g..64g+63 as above, and runs Sᵀ for both rows at once (N = 32: columns 16r + head of row v + r);
+// the maxima and P span both warpgroups (8 warps); Oᵀ += Vt·Pᵀ, N = 32, splits the value rows:
+// warpgroup g owns m-tiles 4g..4g+3 over all 128 tokens. Every KV element is decoded once for both
+// rows, and each wgmma carries both rows' heads.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -44,39 +52,55 @@ namespace {
 
 using namespace wg;
 
+template <int kRows>
 struct Traits {
-  static constexpr int kCtasPerSm = 2;
-  static constexpr int kRowBytes = kHeadDim / 2;                    // two E2M1 codes per byte (288)
-  static constexpr int kChunks = kRowBytes / 16;                    // 16-byte chunks per row = 32-element blocks (18)
-  static constexpr int kBlocks = kHeadDim / 32;                     // E8M0 scale blocks per row (18)
-  static constexpr int kBatch = 4;                                  // S k16 steps per register batch (one ldmatrix)
-  static constexpr int kBatches = kSteps / kBatch;                  // 9
-  static constexpr int kVSteps = kValueDim / 16;                    // S steps whose fragments are V (32)
-  static constexpr int kPvSteps = kTile / 16;                       // k16 steps of P·V per tile
-  static constexpr int kRawPerThread = kTile * kChunks / kThreads;  // 16-byte raw chunks per thread (9)
+  static_assert(kRows == 1 || kRows == 2, "one q row, or a row pair");
+  static constexpr int kCtasPerSm = kRows == 1 ? 2 : 1;
+  static constexpr int kCtaThreads = kThreads * kRows;  // a warpgroup per row
+  static constexpr int kCtaWarps = kWarps * kRows;
+  static constexpr int kCols = kNumHeads * kRows;    // N of Sᵀ and Oᵀ: every row's heads
+  static constexpr int kCtaTile = kTile * kRows;     // tokens per tile; warpgroup g: 64g..64g+63
+  static constexpr int kWgMTiles = kMTiles / kRows;  // Oᵀ m-tiles per warpgroup
+  static constexpr int kRowBytes = kHeadDim / 2;     // two E2M1 codes per byte (288)
+  static constexpr int kChunks = kRowBytes / 16;     // 16-byte chunks per row = 32-element blocks (18)
+  static constexpr int kBlocks = kHeadDim / 32;      // E8M0 scale blocks per row (18)
+  static constexpr int kBatch = 4;                   // S k16 steps per register batch (one ldmatrix)
+  static constexpr int kBatches = kSteps / kBatch;   // 9
+  static constexpr int kPvSteps = kCtaTile / 16;     // k16 steps of P·V per tile
+  static_assert(kChunks == kBlocks, "one 16-byte chunk holds exactly one scale block");
+  static_assert(kSteps % kBatch == 0, "whole register batches");
+  static_assert(kTile * kChunks % kThreads == 0, "whole raw chunks per thread");
+  static_assert(kBatch % 4 == 0 && kBlocks % 2 == 0,
+                "every batch starts at an even block, every fac2 row at 8 bytes: k_factors' 8-byte loads");
+  static_assert(kChunks % 2 == 0, "raw_swizzle flips chunks within pairs: a pair must not straddle rows");
 };
-static_assert(Traits::kChunks == Traits::kBlocks, "one 16-byte chunk holds exactly one scale block");
-static_assert(kSteps % Traits::kBatch == 0, "whole register batches");
-static_assert(kTile * Traits::kChunks % kThreads == 0, "whole raw chunks per thread");
-static_assert(Traits::kBatch % 4 == 0 && Traits::kBlocks % 2 == 0,
-              "every batch starts at an even block, every fac2 row at 8 bytes: k_factors' 8-byte loads");
-static_assert(Traits::kChunks % 2 == 0, "raw_swizzle flips chunks within pairs: a pair must not straddle rows");
+using T1 = Traits<1>;                                          // the row-independent constants
+constexpr int kVSteps = kValueDim / 16;                        // S steps whose fragments are V (32)
+constexpr int kRawPerThread = kTile * T1::kChunks / kThreads;  // 16-byte raw chunks per warpgroup thread (9)
 
+template <int kRows>
 struct Smem {
-  alignas(128) std::uint8_t kv[kTile][Traits::kRowBytes];  // raw tile: [token][E2M1 bytes], chunks swizzled
+  using T = Traits<kRows>;
+  alignas(
+      128) std::uint8_t kv[kRows][kTile][T::kRowBytes];  // raw tile per warpgroup: [token][E2M1 bytes], chunks swizzled
   // Vt: core matrix (value rows 8r..8r+7, tokens 8j..8j+7) = vt[r][j], 8 tokens × 16 bytes.
-  alignas(128) std::uint8_t vt[kValueDim / 8][kTile / 8][8][16];
-  CoreTile<kNumHeads, 2 * kHeadDim> q;                     // Q, bf16, dims permuted
-  CoreTile<kNumHeads, 2 * kTile> p;                        // P, bf16 [head][token]
-  alignas(16) std::uint32_t fac2[kTile][Traits::kBlocks];  // bf16 2^(s − R_w + 126), duplicated pair
-  float red[kWarps][kNumHeads];                            // per-warp tile max (then l) per head
-  int rw[kWarps];                                          // R_w of this tile per warp
+  alignas(128) std::uint8_t vt[kValueDim / 8][T::kCtaTile / 8][8][16];
+  CoreTile<T::kCols, 2 * kHeadDim> q;                        // Q, bf16, dims permuted; rows 16r + head
+  CoreTile<T::kCols, 2 * T::kCtaTile> p;                     // P, bf16 [column][token]
+  alignas(16) std::uint32_t fac2[kRows][kTile][T::kBlocks];  // bf16 2^(s − R_w + 126), duplicated pair
+  float red[T::kCtaWarps][T::kCols];                         // per-warp tile max (then l) per column
+  int rw[T::kCtaWarps];                                      // R_w of this tile per warp
 };
-static_assert(Traits::kCtasPerSm * (sizeof(Smem) + 1024) <= 228 * 1024,
-              "MXFP4: kCtasPerSm CTAs must fit one SM's shared memory");
-static_assert(sizeof(Smem::vt) >= sizeof(ClusterExchange), "cluster mode: the exchange fits in Vt");
-static_assert(Traits::kCtasPerSm <= kMaxDecodeCtasPerSm, "the workspace is sized for kMaxDecodeCtasPerSm CTAs per SM");
-constexpr int kVtSbo = kTile / 8 * 128;  // bytes between value-row groups of Vt (1024)
+template <int kRows>
+constexpr bool smem_fits() {
+  return Traits<kRows>::kCtasPerSm * (sizeof(Smem<kRows>) + 1024) <= 228 * 1024 && sizeof(Smem<kRows>) <= 227 * 1024;
+}
+static_assert(smem_fits<1>() && smem_fits<2>(), "MXFP4: kCtasPerSm CTAs must fit one SM's shared memory");
+static_assert(sizeof(Smem<1>::vt) >= sizeof(ClusterExchange), "cluster mode: the exchange fits in Vt");
+static_assert(sizeof(Smem<2>::vt) >= sizeof(ClusterExchange), "a row pair's epilogue scratch fits in Vt");
+static_assert(T1::kCtasPerSm <= kMaxDecodeCtasPerSm, "the workspace is sized for kMaxDecodeCtasPerSm CTAs per SM");
+template <int kRows>
+constexpr int kVtSbo = Traits<kRows>::kCtaTile / 8 * 128;  // bytes between value-row groups of Vt (1024, 2048)
 // A head's running max moves only when a tile's logits exceed it by more than this (tile_maxima):
 // P then reaches e^8 ≈ 3000, which its bf16 and the fp32 O take.
 constexpr float kSlack = 8.f;
@@ -114,11 +138,13 @@ __device__ __forceinline__ int value_row_dim(int r) {
 }
 
 // ── raw tile: global → registers → shared memory ───────────────────────────────────────────────
-// Thread → chunks tid + 128i (i < 9) of the tile's 64 × 18 chunks (row = chunk / 18): every warp
-// load is 512 contiguous bytes of a dense tile. A full tile of a contiguous cache with unpadded rows
-// (stride 288) is one base address plus constants; otherwise (paged, padded rows, or the request's
-// last tile) each chunk's row is looked up, rows past `end` loading token t0's row (it exists; its
-// values meet P = 0 and masked logits only).
+// A warpgroup's 64 tokens [t0, t0 + 64) — the CTA's tile, or with row pairs warpgroup g's half of it.
+// Thread tid of the warpgroup (wg_tid) → chunks tid + 128i (i < 9) of the 64 × 18 chunks (row =
+// chunk / 18): every warp load is 512 contiguous bytes of a dense tile. A full tile of a contiguous
+// cache with unpadded rows (stride 288) is one base address plus constants; otherwise (paged, padded
+// rows, or the request's last tile) each chunk's row is looked up, rows past `end` loading token
+// `first`'s row (the CTA tile's first token, which exists; their values meet P = 0 and masked logits
+// only).
 // The raw tile's rows are unpadded (288 bytes); chunk c of row r sits at chunk c ^ raw_swizzle(r).
 // The 8 rows of an ldmatrix matrix (r0 .. r0 + 7, r0 a multiple of 8, one chunk) then hit 8 distinct
 // bank groups (rows r and r + 4 are 72 chunks ≡ 0 groups apart; their swizzles differ), and the flip
@@ -127,55 +153,81 @@ __device__ __forceinline__ int value_row_dim(int r) {
 __device__ __forceinline__ int raw_swizzle(int row) {
   return (row >> 2) & 1;
 }
+// The thread's warpgroup (0 unless row pairs) and its index in it.
+template <int kRows>
+__device__ __forceinline__ int wg_of() {
+  // (Through a shuffle from lane 0: the compiler then knows it is warp-uniform.)
+  return kRows == 1 ? 0 : __shfl_sync(0xffffffffu, int(threadIdx.x) / kThreads, 0);
+}
+template <int kRows>
+__device__ __forceinline__ unsigned wg_tid() {
+  return kRows == 1 ? threadIdx.x : threadIdx.x % kThreads;
+}
 struct RawRegs {
-  uint4 x[Traits::kRawPerThread];
+  uint4 x[kRawPerThread];
 };
 template <bool kEvictFirst>
-__device__ __forceinline__ RawRegs load_raw(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
+__device__ __forceinline__ RawRegs load_raw(const DecodeParams& p, const KvRowMap& rows, int t0, int first, int end,
+                                            unsigned tid) {
   RawRegs r;
-  if (rows.contiguous() && t0 + kTile <= end && p.kv_row_stride == Traits::kRowBytes) {
-    const std::uint8_t* src = p.kv + (rows.row_base + t0) * Traits::kRowBytes + 16 * threadIdx.x;
+  if (rows.contiguous() && t0 + kTile <= end && p.kv_row_stride == T1::kRowBytes) {
+    const std::uint8_t* src = p.kv + (rows.row_base + t0) * T1::kRowBytes + 16 * tid;
 #pragma unroll
-    for (int i = 0; i < Traits::kRawPerThread; ++i) r.x[i] = ldg_kv16<kEvictFirst>(src + 16 * kThreads * i);
+    for (int i = 0; i < kRawPerThread; ++i) r.x[i] = ldg_kv16<kEvictFirst>(src + 16 * kThreads * i);
   } else {
 #pragma unroll
-    for (int i = 0; i < Traits::kRawPerThread; ++i) {
-      const int idx = threadIdx.x + kThreads * i, row = idx / Traits::kChunks, chunk = idx % Traits::kChunks;
-      r.x[i] = ldg_kv16<kEvictFirst>(p.kv + rows.row_or_first(t0 + row, t0, end) * p.kv_row_stride + chunk * 16);
+    for (int i = 0; i < kRawPerThread; ++i) {
+      const int idx = tid + kThreads * i, row = idx / T1::kChunks, chunk = idx % T1::kChunks;
+      r.x[i] = ldg_kv16<kEvictFirst>(p.kv + rows.row_or_first(t0 + row, first, end) * p.kv_row_stride + chunk * 16);
     }
   }
   return r;
 }
-__device__ __forceinline__ void store_raw(Smem& sm, const RawRegs& r) {
+__device__ __forceinline__ void store_raw(std::uint8_t (&kv)[kTile][T1::kRowBytes], const RawRegs& r, unsigned tid) {
 #pragma unroll
-  for (int i = 0; i < Traits::kRawPerThread; ++i) {
-    const int idx = threadIdx.x + kThreads * i, row = idx / Traits::kChunks, chunk = idx % Traits::kChunks;
-    *reinterpret_cast<uint4*>(&sm.kv[row][(chunk ^ raw_swizzle(row)) * 16]) = r.x[i];
+  for (int i = 0; i < kRawPerThread; ++i) {
+    const int idx = tid + kThreads * i, row = idx / T1::kChunks, chunk = idx % T1::kChunks;
+    *reinterpret_cast<uint4*>(&kv[row][(chunk ^ raw_swizzle(row)) * 16]) = r.x[i];
   }
 }
 
 // E8M0 rows (18 bytes, 2-byte aligned) of the same tokens: lane l of warp w → token 16w + l % 16,
 // five (half = l / 16 = 0) or four (half 1) of its nine byte pairs (blocks 10·half ..), each
-// zero-extended into its own register. Rows past `end` load token t0's row; store_factors treats
-// them as all-zero bytes.
-__device__ __forceinline__ int scale_token() {
-  return 16 * int(threadIdx.x / 32) + int(threadIdx.x % 16);
+// zero-extended into its own register (w, l: of the warpgroup's thread tid). Rows past `end` load token
+// `first`'s row; store_factors treats them as all-zero bytes.
+__device__ __forceinline__ int scale_token(unsigned tid) {
+  return 16 * int(tid / 32) + int(tid % 16);
 }
-__device__ __forceinline__ int scale_half() {
-  return int(threadIdx.x % 32) / 16;
+__device__ __forceinline__ int scale_half(unsigned tid) {
+  return int(tid % 32) / 16;
 }
+// Row pairs keep two byte pairs per register (the pair kernel has no register to spare).
+template <int kRows>
 struct ScaleRegs {
-  std::uint32_t v[5];
+  static constexpr bool kPacked = kRows == 2;
+  std::uint32_t v[kPacked ? 3 : 5];
+  __device__ void set(int i, std::uint32_t pair) {
+    if constexpr (kPacked) {
+      v[i / 2] = i % 2 == 0 ? pair : v[i / 2] | pair << 16;
+    } else {
+      v[i] = pair;
+    }
+  }
+  __device__ std::uint32_t get(int i) const {
+    if constexpr (kPacked) return i % 2 == 0 ? v[i / 2] & 0xFFFFu : v[i / 2] >> 16;
+    return v[i];
+  }
 };
-template <bool kEvictFirst>
-__device__ __forceinline__ ScaleRegs load_scales(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
-  const int r = scale_token(), half = scale_half();
+template <bool kEvictFirst, int kRows>
+__device__ __forceinline__ ScaleRegs<kRows> load_scales(const DecodeParams& p, const KvRowMap& rows, int t0, int first,
+                                                        int end, unsigned tid) {
+  const int r = scale_token(tid), half = scale_half(tid);
   const std::int64_t row =
-      rows.contiguous() && t0 + kTile <= end ? rows.row_base + t0 + r : rows.row_or_first(t0 + r, t0, end);
+      rows.contiguous() && t0 + kTile <= end ? rows.row_base + t0 + r : rows.row_or_first(t0 + r, first, end);
   const unsigned short* src = reinterpret_cast<const unsigned short*>(p.kv_scales + row * p.scale_stride) + 5 * half;
-  ScaleRegs sr;
+  ScaleRegs<kRows> sr;
 #pragma unroll
-  for (int i = 0; i < 5; ++i) sr.v[i] = (half == 0 || i < 4) ? ldg_kv2<kEvictFirst>(src + i) : 0u;
+  for (int i = 0; i < 5; ++i) sr.set(i, (half == 0 || i < 4) ? ldg_kv2<kEvictFirst>(src + i) : 0u);
   return sr;
 }
 
@@ -186,13 +238,15 @@ __device__ __forceinline__ ScaleRegs load_scales(const DecodeParams& p, const Kv
 // hit 16 distinct bank pairs): the stores (2 wavefronts a warp) and k_factors' 8-byte loads (8
 // tokens a warp) are conflict-free.
 // Only the warp itself reads its tokens' factors (hence __syncwarp, no block barrier).
-__device__ __forceinline__ int store_factors(Smem& sm, const ScaleRegs& sr, int t0, int end) {
-  const int r = scale_token(), half = scale_half();
+template <int kRows>
+__device__ __forceinline__ int store_factors(std::uint32_t (&fac2)[kTile][T1::kBlocks], const ScaleRegs<kRows>& sr,
+                                             int t0, int end, unsigned tid) {
+  const int r = scale_token(tid), half = scale_half(tid);
   const std::uint32_t keep = t0 + r < end ? 0xFFFFu : 0u;
   std::uint32_t v[5], m = 0;
 #pragma unroll
   for (int i = 0; i < 5; ++i) {
-    v[i] = sr.v[i] & keep;
+    v[i] = sr.get(i) & keep;
     m = max(m, max(v[i] & 0xFFu, v[i] >> 8));
   }
 #pragma unroll
@@ -208,7 +262,7 @@ __device__ __forceinline__ int store_factors(Smem& sm, const ScaleRegs& sr, int 
       const int b = 2 * (5 * half + i);
       // E8M0 0xFF is NaN (SPEC §2): its factor is a NaN pair, not the exponent arithmetic's Inf.
       const std::uint32_t lo = v[i] & 0xFFu, hi = v[i] >> 8;
-      *reinterpret_cast<uint2*>(&sm.fac2[r][b]) =
+      *reinterpret_cast<uint2*>(&fac2[r][b]) =
           make_uint2(lo == 0xFFu ? kNanDup : lo * kDup + base, hi == 0xFFu ? kNanDup : hi * kDup + base);
     }
   }
@@ -222,16 +276,18 @@ __device__ __forceinline__ float pow2_nonpositive(int k) {
   return __int_as_float(max(k + 127, 0) << 23);
 }
 
-// Q of q row `v` → shared memory in the wgmma K-major layout, bf16 as given, its dims permuted to
-// the k order of the K register fragments: within each 32-dim block (k16 steps 2j, 2j + 1), dim
+// Q of q row `v` (and, with row pairs, v + 1: fetch_q's heads 16..31 of a CTA of 8 warps, rows 16..31
+// of the tile) → shared memory in the wgmma K-major layout, bf16 as given, its dims permuted to the k
+// order of the K register fragments: within each 32-dim block (k16 steps 2j, 2j + 1), dim
 // 8c + 4i + r sits in step 2j + r / 2, slot 2c + i (r even) or 8 + 2c + i (r odd).
-__device__ __forceinline__ void store_q(Smem& sm, const QRegs& q) {
+template <class QTile>
+__device__ __forceinline__ void store_q(QTile& qt, const QRegs& q) {
 #pragma unroll
   for (int j = 0; j < kQPerThread; ++j) {
     const QPiece pc = q_piece(j);
     const int h = pc.h, d0 = pc.d0;
     const int blk = d0 / 32, c = (d0 % 32) / 8;
-    std::uint8_t* row = &sm.q.bytes[h / 8][0][h % 8][0];  // chunk k of this row: row + 128k
+    std::uint8_t* row = &qt.bytes[h / 8][0][h % 8][0];  // chunk k of this row: row + 128k
     const auto put = [&](int chunk, std::uint32_t pair) {
       *reinterpret_cast<std::uint32_t*>(row + chunk * 128 + 4 * c) = pair;
     };
@@ -243,36 +299,43 @@ __device__ __forceinline__ void store_q(Smem& sm, const QRegs& q) {
 }
 
 // S: the K fragments of k16 steps k0 .. k0 + 3 (blocks k0/2, k0/2 + 1; rows g / g+8 = tokens 16w + g,
-// + 8). Two steps, so that a batch's shared-memory loads go out before the batch before it is
-// converted: k_load (an ldmatrix of 8 codes per register, the four factor pairs), k_convert (the
-// fragments, and for steps < 32 the same fragments into Vt by one stmatrix per step: matrix i = a[i]
-// = tokens (16w..16w+7 | +8) × slots (0..7 | 8..15), each a whole core matrix, conflict-free).
+// + 8 of the warpgroup's 64, w its warp in the warpgroup). Two steps, so that a batch's shared-memory loads go out
+// before the batch before it is converted: k_load (an ldmatrix of 8 codes per register, the four factor pairs),
+// k_convert (the fragments, and for steps < 32 the same fragments into Vt by one stmatrix per step: matrix i = a[i] =
+// tokens (16w..16w+7 | +8) × slots (0..7 | 8..15), each a whole core matrix, conflict-free).
 struct KLoad {
   std::uint32_t r[4];  // 8 codes of dims 32·blk' + 8c .. + 7: (t, blk), (t + 8, blk), (t, blk + 1), (t + 8, blk + 1)
   std::uint32_t f[4];  // factor pairs (dup) of the same (token, block)
 };
-__device__ __forceinline__ void k_codes(const Smem& sm, int k0, KLoad& x) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+template <int kRows>
+__device__ __forceinline__ void k_codes(const Smem<kRows>& sm, int k0, KLoad& x) {
+  const int warp = int(wg_tid<kRows>() / 32), lane = threadIdx.x % 32;
   const int r = 16 * warp + lane % 8 + 8 * ((lane / 8) % 2);
-  ldmatrix_x4(x.r, sm.kv[r] + (k0 / 2 + ((lane / 16) ^ raw_swizzle(r))) * 16);  // k0 / 2 even
+  ldmatrix_x4(x.r, sm.kv[wg_of<kRows>()][r] + (k0 / 2 + ((lane / 16) ^ raw_swizzle(r))) * 16);  // k0 / 2 even
 }
-__device__ __forceinline__ void k_factors(const Smem& sm, int k0, KLoad& x) {
-  const int t = 16 * (threadIdx.x / 32) + (threadIdx.x % 32) / 4, blk = k0 / 2;  // blk even
-  const uint2 f0 = *reinterpret_cast<const uint2*>(&sm.fac2[t][blk]);
-  const uint2 f1 = *reinterpret_cast<const uint2*>(&sm.fac2[t + 8][blk]);
+template <int kRows>
+__device__ __forceinline__ void k_factors(const Smem<kRows>& sm, int k0, KLoad& x) {
+  const int t = 16 * int(wg_tid<kRows>() / 32) + int(threadIdx.x % 32) / 4, blk = k0 / 2;  // blk even
+  const auto& fac2 = sm.fac2[wg_of<kRows>()];
+  const uint2 f0 = *reinterpret_cast<const uint2*>(&fac2[t][blk]);
+  const uint2 f1 = *reinterpret_cast<const uint2*>(&fac2[t + 8][blk]);
   x.f[0] = f0.x;
   x.f[1] = f1.x;
   x.f[2] = f0.y;
   x.f[3] = f1.y;
 }
-__device__ __forceinline__ KLoad k_load(const Smem& sm, int k0) {
+// (Row pairs load a batch's factors only as it is converted: four registers fewer in flight.)
+template <int kRows>
+__device__ __forceinline__ KLoad k_load(const Smem<kRows>& sm, int k0) {
   KLoad x;
   k_codes(sm, k0, x);
-  k_factors(sm, k0, x);
+  if constexpr (kRows == 1) k_factors(sm, k0, x);
   return x;
 }
-__device__ __forceinline__ void k_convert(Smem& sm, int k0, const KLoad& x, std::uint32_t (&a)[Traits::kBatch][4]) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+template <int kRows>
+__device__ __forceinline__ void k_convert(Smem<kRows>& sm, int k0, const KLoad& x, std::uint32_t (&a)[T1::kBatch][4]) {
+  const int warp = int(wg_tid<kRows>() / 32), lane = threadIdx.x % 32;
+  const int group = 8 * wg_of<kRows>() + 2 * warp;  // the warp's first 8-token group of the CTA tile
 #pragma unroll
   for (int h = 0; h < 2; ++h) {  // block k0/2 + h: steps 2h (codes 0/4, 1/5) and 2h + 1 (2/6, 3/7)
     const Pairs4 q0 = e2m1_pairs(x.r[2 * h]), q1 = e2m1_pairs(x.r[2 * h + 1]);  // rows g, g + 8
@@ -285,89 +348,111 @@ __device__ __forceinline__ void k_convert(Smem& sm, int k0, const KLoad& x, std:
       d[2] = mul_bf16x2(q0.p[2 * st + 1], f0);
       d[3] = mul_bf16x2(q1.p[2 * st + 1], f1);
       const int step = k0 + 2 * h + st;
-      if (step < Traits::kVSteps)
-        stmatrix_x4(sm.vt[2 * step + lane / 16][2 * warp + (lane / 8) % 2][lane % 8], d[0], d[1], d[2], d[3]);
+      if (step < kVSteps)
+        stmatrix_x4(sm.vt[2 * step + lane / 16][group + (lane / 8) % 2][lane % 8], d[0], d[1], d[2], d[3]);
     }
   }
 #pragma unroll
-  for (int i = 0; i < Traits::kBatch; ++i) fence_regs(a[i]);
+  for (int i = 0; i < T1::kBatch; ++i) fence_regs(a[i]);
 }
 
 // ── the kernel ──────────────────────────────────────────────────────────────────────────────────
 // kShort: every item has at most one tile (launch_decode checks DecodeParams::max_item_tokens): no
-// next tile's loads, stores or head start in the kernel (perf-notes v77).
-template <bool kShort, bool kEvictFirst>
-__global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
+// next tile's loads, stores or head start in the kernel (perf-notes v77). kRows: 1, or 2 for row
+// pairs (the header).
+template <bool kShort, bool kEvictFirst, int kRows>
+__global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCtasPerSm)
     decode_mxfp4_kernel(const __grid_constant__ DecodeParams p) {
-  using T = Traits;
+  using T = Traits<kRows>;
+  constexpr int kI = 4 * kRows;  // columns of Sᵀ / Oᵀ per thread (acc_head)
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+  Smem<kRows>& sm = *reinterpret_cast<Smem<kRows>*>(smem_raw);
   launch_dependents();  // the combine grid's launch latency hides behind this kernel
 
   const WorkItem item = work_item(p, int(blockIdx.x));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4;                         // accumulator row group
-  const QRegs q_regs = fetch_q(p, item.request);  // in flight while the first tile's loads go out
+  const int wg = wg_of<kRows>();
+  const unsigned tid = wg_tid<kRows>();
+  const int warp = int(tid / 32), lane = threadIdx.x % 32;  // warp: of the warpgroup
+  const int g = lane / 4;                                   // accumulator row group
+  const QRegs q_regs = fetch_q(p, item.request);            // in flight while the first tile's loads go out
   const KvRowMap rows(p, item);
-  const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
+  const int num_tiles = (item.kv_end - item.kv_begin + T::kCtaTile - 1) / T::kCtaTile;
+  // Row r of the item sees tokens < row_end[r]: a row pair's first row all but the pair's last.
+  int row_end[kRows];
+  row_end[kRows - 1] = item.kv_end;
+  if constexpr (kRows == 2) row_end[0] = item.pair_end;
+  // The warpgroup's first token of tile t (its half of a row pair's tile).
+  const auto wg_t0 = [&](int t) { return item.kv_begin + t * T::kCtaTile + kTile * wg; };
+  const auto cta_t0 = [&](int t) { return item.kv_begin + t * T::kCtaTile; };
 
   // Tile 0 is loaded and stored at once; tile 1's loads go out after the barrier below, whose
   // fence would otherwise wait for them too. (An empty item reads nothing: its first row need not
   // exist.)
   RawRegs raw{}, raw_next{};
-  ScaleRegs scales{}, scales_next{};
+  ScaleRegs<kRows> scales{}, scales_next{};
   if (num_tiles > 0) {
-    raw = load_raw<kEvictFirst>(p, rows, item.kv_begin, item.kv_end);
-    scales = load_scales<kEvictFirst>(p, rows, item.kv_begin, item.kv_end);
+    raw = load_raw<kEvictFirst>(p, rows, wg_t0(0), cta_t0(0), item.kv_end, tid);
+    scales = load_scales<kEvictFirst, kRows>(p, rows, wg_t0(0), cta_t0(0), item.kv_end, tid);
   }
-  store_q(sm, q_regs);
+  store_q(sm.q, q_regs);
   int r_w = 127;       // R_w of the tile whose S is under way
   int r_w_next = 127;  // ... of the next tile (its factors stored)
   if (num_tiles > 0) {
-    store_raw(sm, raw);
-    r_w_next = store_factors(sm, scales, item.kv_begin, item.kv_end);
+    store_raw(sm.kv[wg], raw, tid);
+    r_w_next = store_factors(sm.fac2[wg], scales, wg_t0(0), item.kv_end, tid);
   }
   fence_proxy_async();  // Q stores (generic proxy) → wgmma reads (async proxy)
   __syncthreads();      // Q and tile 0 stored
   if (!kShort && num_tiles > 1) {
-    raw_next = load_raw<kEvictFirst>(p, rows, item.kv_begin + kTile, item.kv_end);
-    scales_next = load_scales<kEvictFirst>(p, rows, item.kv_begin + kTile, item.kv_end);
+    raw_next = load_raw<kEvictFirst>(p, rows, wg_t0(1), cta_t0(1), item.kv_end, tid);
+    scales_next = load_scales<kEvictFirst, kRows>(p, rows, wg_t0(1), cta_t0(1), item.kv_end, tid);
   }
 
-  SoftmaxState<float> st[4];
+  SoftmaxState<float> st[kI];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) st[i] = SoftmaxState<float>::empty();
-  float o[kMTiles][8];  // Oᵀ: m-tile mt, rows = value rows 64mt + 16w + g (+8), cols = heads
+  for (int i = 0; i < kI; ++i) st[i] = SoftmaxState<float>::empty();
+  float o[T::kWgMTiles][2 * kI];  // Oᵀ: m-tile mt of the warpgroup's, rows = value rows 64mt' + 16w + g (+8), cols
 #pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) {
+  for (int mt = 0; mt < T::kWgMTiles; ++mt) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) o[mt][i] = 0.f;
+    for (int i = 0; i < 2 * kI; ++i) o[mt][i] = 0.f;
   }
   int a_run = -1;  // the largest R_w so far (−1 before the first tile)
   // Descriptors; a k step advances the start address (bits 0–13, in 16-byte units) without
   // carrying out of the field (shared memory < 256 KB).
-  const std::uint64_t desc_q = desc(sm.q.bytes[0][0][0], CoreTile<kNumHeads, 2 * kHeadDim>::sbo());
-  const std::uint64_t desc_p = desc(sm.p.bytes[0][0][0], CoreTile<kNumHeads, 2 * kTile>::sbo());
-  const std::uint64_t desc_vt = desc(sm.vt[0][0][0], kVtSbo, 128);  // MN-major: LBO steps 8 tokens
+  const std::uint64_t desc_q = desc(sm.q.bytes[0][0][0], CoreTile<T::kCols, 2 * kHeadDim>::sbo());
+  const std::uint64_t desc_p = desc(sm.p.bytes[0][0][0], CoreTile<T::kCols, 2 * T::kCtaTile>::sbo());
+  // MN-major: LBO steps 8 tokens; the warpgroup's first m-tile
+  const std::uint64_t desc_vt = desc(sm.vt[0][0][0], kVtSbo<kRows>, 128) + (8 * kVtSbo<kRows> / 16) * T::kWgMTiles * wg;
 
-  // Sᵀ (tokens × heads) = K · Qᵀ in register batches of 4 k16 steps, two in flight (even and odd
-  // batches: two accumulator chains, each started fresh). Batch 0 is the rope (steps 32..35: no Vt),
-  // issued at the end of the iteration before, under that iteration's P·V; batches 1..8 (steps
-  // 0..31) also fill Vt, once P·V of the tile before has retired.
-  float sacc[2][8];
+  // Sᵀ (tokens × columns) = K · Qᵀ in register batches of 4 k16 steps, two in flight (even and odd
+  // batches: two accumulator chains, each started fresh; one chain for row pairs, whose N = 32
+  // accumulators would not fit twice). Batch 0 is the rope (steps 32..35: no Vt), issued at the end
+  // of the iteration before, under that iteration's P·V; batches 1..8 (steps 0..31) also fill Vt,
+  // once P·V of the tile before has retired.
+  constexpr int kChains = kRows == 1 ? 2 : 1;
+  float sacc[kChains][2 * kI];
   std::uint32_t ka[2][T::kBatch][4];
   const auto s_batch = [&](int bt, const KLoad& x, bool convert = true) {
     const int k0 = bt == 0 ? kSteps - T::kBatch : (bt - 1) * T::kBatch;
-    if (convert) k_convert(sm, k0, x, ka[bt % 2]);
-    fence_regs(sacc[bt % 2]);
+    if (convert) {
+      if constexpr (kRows == 1) {
+        k_convert(sm, k0, x, ka[bt % 2]);
+      } else {
+        KLoad xf = x;
+        if (bt != 0) k_factors(sm, k0, xf);  // (the rope batch's came with its codes: head_start)
+        k_convert(sm, k0, xf, ka[bt % 2]);
+      }
+    }
+    fence_regs(sacc[bt % kChains]);
     wgmma_fence();
 #pragma unroll
     for (int i = 0; i < T::kBatch; ++i) {
       const std::uint64_t b = desc_q + 16 * (k0 + i);  // + 256 bytes per k16 step
-      if (bt < 2 && i == 0) {
-        wgmma_rs_bf16<false>(sacc[bt % 2], ka[bt % 2][i], b);
+      if (bt < kChains && i == 0) {
+        wgmma_rs_bf16<false>(sacc[bt % kChains], ka[bt % 2][i], b);
       } else {
-        wgmma_rs_bf16(sacc[bt % 2], ka[bt % 2][i], b);
+        wgmma_rs_bf16(sacc[bt % kChains], ka[bt % 2][i], b);
       }
     }
     wgmma_commit();
@@ -389,11 +474,11 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     s_batch(0, rope, real);
   };
 #pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) fence_regs(o[mt]);  // O defined before any wgmma is in flight
+  for (int mt = 0; mt < T::kWgMTiles; ++mt) fence_regs(o[mt]);  // O defined before any wgmma is in flight
   if (num_tiles > 0) head_start(true);
 
   for (int t = 0; t < num_tiles; ++t) {
-    const int t0 = item.kv_begin + t * kTile;
+    const int t0 = wg_t0(t);
     wgmma_wait<0>();  // P·V of tile t − 1 and the rope batch of tile t retired
     // ... in every warp: Vt and P are free. (Before tile 0 they are: the prologue's barrier made Q,
     // the raw tile and the factors visible, and nothing has read Vt or P yet.)
@@ -409,88 +494,104 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       s_batch(bt, x);
     }
     wgmma_wait<0>();
-    fence_regs(sacc[0]);
-    fence_regs(sacc[1]);
-    float s[8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) s[i] = sacc[0][i] + sacc[1][i];
+    for (int ch = 0; ch < kChains; ++ch) fence_regs(sacc[ch]);
+    float s[2 * kI];
+#pragma unroll
+    for (int i = 0; i < 2 * kI; ++i) s[i] = kChains == 2 ? sacc[0][i] + sacc[kChains - 1][i] : sacc[0][i];
 #pragma unroll
     for (int b2 = 0; b2 < 2; ++b2) {
 #pragma unroll
       for (int i = 0; i < T::kBatch; ++i) fence_regs(ka[b2][i]);
     }
 
-    // Online softmax. s[j0] / s[j0 + 2]: tokens g / g+8 of the warp, head column i (acc_head).
-    const int u0 = 16 * warp + g;  // tile tokens u0 and u0 + 8
-    const bool v0 = t0 + u0 < item.kv_end, v1 = t0 + u0 + 8 < item.kv_end;
+    // Online softmax. s[j0] / s[j0 + 2]: tokens g / g+8 of the warp, column i (acc_head; row i / 4).
+    const int u0 = 16 * warp + g;                                     // the warpgroup's tokens u0 and u0 + 8
     const float ls = p.logit_scale * decode_e8m0(std::uint8_t(r_w));  // K = K' · 2^(R_w − 127)
-    float x[4][2];
+    float x[kI][2];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int j0 = acc_reg(i);
-      x[i][0] = v0 ? s[j0] * ls : -INFINITY;
-      x[i][1] = v1 ? s[j0 + 2] * ls : -INFINITY;
+    for (int i = 0; i < kI; ++i) {
+      const int j0 = acc_reg(i), end = row_end[i / 4];
+      x[i][0] = t0 + u0 < end ? s[j0] * ls : -INFINITY;
+      x[i][1] = t0 + u0 + 8 < end ? s[j0 + 2] * ls : -INFINITY;
     }
-    if (lane == 0) sm.rw[warp] = r_w;
-    float f[4];
+    if (lane == 0) sm.rw[threadIdx.x / 32] = r_w;
+    float f[kI];
     tile_maxima(x, st, kSlack, t == 0, sm.red, f);  // its barrier: rw complete; every warp has read the raw tile
 
     // The raw stage is free: tile t + 1 goes in from registers. (The scales of a warp's tokens are
     // stored and read by that warp alone.)
     if (!kShort && t + 1 < num_tiles) {
-      store_raw(sm, raw_next);
-      r_w_next = store_factors(sm, scales_next, t0 + kTile, item.kv_end);  // S(t) has read fac2
+      store_raw(sm.kv[wg], raw_next, tid);
+      r_w_next = store_factors(sm.fac2[wg], scales_next, wg_t0(t + 1), item.kv_end, tid);  // S(t) has read fac2
     }
 
     // A = the largest R_w seen so far (never decreasing, so O only ever shrinks by 2^(A − A'));
     // Oᵀ is kept in units of 2^(A − 127).
-    const int a_new = max(a_run, max(max(sm.rw[0], sm.rw[1]), max(sm.rw[2], sm.rw[3])));
+    int a_new = a_run;
+#pragma unroll
+    for (int w = 0; w < T::kCtaWarps; w += 4) {
+      a_new = max(a_new, max(max(sm.rw[w], sm.rw[w + 1]), max(sm.rw[w + 2], sm.rw[w + 3])));
+    }
     const float a_shift = a_run < 0 ? 1.f : pow2_nonpositive(a_run - a_new);
     a_run = a_new;
     const float pscale = pow2_nonpositive(r_w - a_new);
-    float pw[4][2];  // P·2^(R_w − A) of head acc_head(i, c) at tokens u0, u0 + 8
+    float pw[kI][2];  // P·2^(R_w − A) of column acc_head(i, c) at tokens u0, u0 + 8
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float p0 = SoftmaxState<float>::exp(x[i][0] - st[i].m), p1 = SoftmaxState<float>::exp(x[i][1] - st[i].m);
+    for (int i = 0; i < kI; ++i) {
+      // (A row pair's first row may see no token of a tile, or of the whole item so far: m = −inf.)
+      const float m = kRows == 1 || st[i].m != -INFINITY ? st[i].m : 0.f;
+      const float p0 = SoftmaxState<float>::exp(x[i][0] - m), p1 = SoftmaxState<float>::exp(x[i][1] - m);
       st[i].add(p0 + p1);
       pw[i][0] = p0 * pscale;
       pw[i][1] = p1 * pscale;
     }
-    // P in bf16 by one stmatrix.trans: the warp's four 8 × 8 accumulator blocks, (tokens 16w..+7 |
-    // +8..+15) × (heads 0..7 | 8..15), each transposed into its core matrix of P [head][token].
-    stmatrix_x4_trans(&sm.p.bytes[lane / 16][2 * warp + (lane / 8) % 2][lane % 8][0], bf16x2_rn(pw[0][0], pw[1][0]),
-                      bf16x2_rn(pw[0][1], pw[1][1]), bf16x2_rn(pw[2][0], pw[3][0]), bf16x2_rn(pw[2][1], pw[3][1]));
-    // P·V accumulates straight into Oᵀ, so Oᵀ takes its rescale first — skipped when no head's max
+    // P in bf16 by one stmatrix.trans per 16 columns: the warp's four 8 × 8 accumulator blocks,
+    // (tokens 16w..+7 | +8..+15) × (columns 16r..16r+7 | +8..+15), each transposed into its core
+    // matrix of P [column][token].
+    const int group = 8 * wg + 2 * warp;  // the warp's first 8-token group of the CTA tile
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int i = 4 * r;
+      stmatrix_x4_trans(&sm.p.bytes[2 * r + lane / 16][group + (lane / 8) % 2][lane % 8][0],
+                        bf16x2_rn(pw[i][0], pw[i + 1][0]), bf16x2_rn(pw[i][1], pw[i + 1][1]),
+                        bf16x2_rn(pw[i + 2][0], pw[i + 3][0]), bf16x2_rn(pw[i + 2][1], pw[i + 3][1]));
+    }
+    // P·V accumulates straight into Oᵀ, so Oᵀ takes its rescale first — skipped when no column's max
     // moved and A stayed (every factor exactly 1: the common case).
+    bool rescale = false;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) f[i] *= a_shift;
-    if (f[0] != 1.f || f[1] != 1.f || f[2] != 1.f || f[3] != 1.f) {
+    for (int i = 0; i < kI; ++i) {
+      f[i] *= a_shift;
+      rescale |= f[i] != 1.f;
+    }
+    if (rescale) {
 #pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
+      for (int mt = 0; mt < T::kWgMTiles; ++mt) {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) o[mt][i] *= f[(i / 4) * 2 + (i % 2)];
+        for (int i = 0; i < 2 * kI; ++i) o[mt][i] *= f[(i / 4) * 2 + (i % 2)];
       }
     }
     fence_proxy_async();  // Vt and P (generic stores) → wgmma reads
     __syncthreads();      // P, Vt and tile t + 1 complete
 
-    // Oᵀ += Vt · Pᵀ: 8 m-tiles × 4 k16 steps, both operands in shared memory.
+    // Oᵀ += Vt · Pᵀ: the warpgroup's m-tiles × the tile's k16 steps, both operands in shared memory.
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) fence_regs(o[mt]);
+    for (int mt = 0; mt < T::kWgMTiles; ++mt) fence_regs(o[mt]);
     wgmma_fence();
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
+    for (int mt = 0; mt < T::kWgMTiles; ++mt) {
 #pragma unroll
       for (int kk = 0; kk < T::kPvSteps; ++kk) {
-        // m-tile: 8 value-row groups (8 KB); k step: two token groups (256 B).
-        wgmma_ss_bf16_mn(o[mt], desc_vt + (8 * kVtSbo / 16) * mt + 16 * kk, desc_p + 16 * kk);
+        // m-tile: 8 value-row groups (8 × kVtSbo bytes); k step: two token groups (256 B).
+        wgmma_ss_bf16_mn(o[mt], desc_vt + (8 * kVtSbo<kRows> / 16) * mt + 16 * kk, desc_p + 16 * kk);
       }
     }
     wgmma_commit();
     // Tile t + 2's loads go out here, after the P barrier's fence (which would wait for them).
     if (!kShort && t + 2 < num_tiles) {
-      raw_next = load_raw<kEvictFirst>(p, rows, t0 + 2 * kTile, item.kv_end);
-      scales_next = load_scales<kEvictFirst>(p, rows, t0 + 2 * kTile, item.kv_end);
+      raw_next = load_raw<kEvictFirst>(p, rows, wg_t0(t + 2), cta_t0(t + 2), item.kv_end, tid);
+      scales_next = load_scales<kEvictFirst, kRows>(p, rows, wg_t0(t + 2), cta_t0(t + 2), item.kv_end, tid);
     }
     // Under P·V: the next tile's rope batch of S (it touches neither Vt, P nor O). The short kernel
     // has no next tile, and no group on stale registers for the epilogue's wait.
@@ -498,23 +599,31 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
   }
   wgmma_wait<0>();
 #pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) fence_regs(o[mt]);
+  for (int mt = 0; mt < T::kWgMTiles; ++mt) fence_regs(o[mt]);
 
   // Oᵀ is in units of 2^(A − 127); value rows map to dims by value_row_dim.
   const float o_scale = a_run < 0 ? 1.f : decode_e8m0(std::uint8_t(a_run));
-  // Cluster mode: the exchange is Vt.
+  // Cluster mode (one row per item): the exchange is Vt. With row pairs, Vt's start holds write_output's omax.
   // The partial's fp16 scale from the |O| max (a bound from the scales could sit far above the
   // values when the softmax favours tokens of small scales).
-  finish_item<false>(p, item, *reinterpret_cast<ClusterExchange*>(sm.vt), sm.red, st, o, o_scale, 0.f,
-                     [&](int mt) { return value_row_dim(64 * mt + 16 * warp + g); });
+  finish_item<false, kRows>(p, item, *reinterpret_cast<ClusterExchange*>(sm.vt), sm.red, st, o, o_scale, 0.f,
+                            [&](int mt) { return value_row_dim(64 * (mt + T::kWgMTiles * wg) + 16 * warp + g); });
 }
 
 }  // namespace
 
-DecodeKernel decode_mxfp4_kernel_info(bool short_items, bool evict_first) {
-  void (*const entry[2][2])(DecodeParams) = {{decode_mxfp4_kernel<false, false>, decode_mxfp4_kernel<false, true>},
-                                             {decode_mxfp4_kernel<true, false>, decode_mxfp4_kernel<true, true>}};
-  return {entry[short_items][evict_first], kThreads, sizeof(Smem), Traits::kCtasPerSm, kPartialsF16};
+DecodeKernel decode_mxfp4_kernel_info(bool short_items, bool evict_first, bool row_pairs) {
+  void (*const entry[2][2][2])(DecodeParams) = {
+      {{decode_mxfp4_kernel<false, false, 1>, decode_mxfp4_kernel<false, true, 1>},
+       {decode_mxfp4_kernel<true, false, 1>, decode_mxfp4_kernel<true, true, 1>}},
+      {{decode_mxfp4_kernel<false, false, 2>, decode_mxfp4_kernel<false, true, 2>},
+       {decode_mxfp4_kernel<true, false, 2>, decode_mxfp4_kernel<true, true, 2>}}};
+  if (row_pairs) {
+    return {entry[1][short_items][evict_first], Traits<2>::kCtaThreads, sizeof(Smem<2>), Traits<2>::kCtasPerSm,
+            kPartialsF16};
+  }
+  return {entry[0][short_items][evict_first], Traits<1>::kCtaThreads, sizeof(Smem<1>), Traits<1>::kCtasPerSm,
+          kPartialsF16};
 }
 
 }  // namespace mla::sm90

@@ -19,15 +19,16 @@ constexpr bool items_in_params(int num_items) {
 }
 // Items of at most this many KV tokens (one tile) run each format's one-tile kernel, which has no
 // code for a next tile (perf-notes v76–v78), unless the launch walks (decode_variant: walking first).
+// MXFP4's row-pair kernel's tile is `rows_per_item` times this.
 constexpr int kShortItemTokens = 64;
 
 // The instantiation of a format's decode kernel that a launch takes (launch_decode; describe()
 // prints it): CTAs walking several items each (only bf16 plans have fewer CTAs than items), the
 // one-tile kernel, or the general one.
 enum class DecodeVariant { general, walking, one_tile };
-constexpr DecodeVariant decode_variant(int ctas, int num_items, int max_item_tokens) {
+constexpr DecodeVariant decode_variant(int ctas, int num_items, int max_item_tokens, int rows_per_item = 1) {
   if (ctas < num_items) return DecodeVariant::walking;
-  return max_item_tokens <= kShortItemTokens ? DecodeVariant::one_tile : DecodeVariant::general;
+  return max_item_tokens <= kShortItemTokens * rows_per_item ? DecodeVariant::one_tile : DecodeVariant::general;
 }
 
 // Whether the kernel that `format` launches for variant v has a TMA instantiation (Plan::kv_tma picks
@@ -74,6 +75,7 @@ struct DecodeParams {
   float* partial_lse;    // [max_partials × 16] fp32
   int cluster;           // 0: partials to the workspace (combine.cu); n: clusters of n CTAs, one per q
                          // row, item k of the row on rank k, merged in the cluster (cluster_merge.h)
+  int rows_per_item;     // 1, or 2: row pairs (MXFP4's pair kernel, cluster 0; WorkItem::pair_end)
   bool kv_evict_first;   // the KV read under an L2 evict-first policy (Plan::kv_evict_first)
   bool kv_tma;           // the TMA kernel (has_tma_kernel), with kv_map (Plan::kv_tma; in kv_evict_first's padding)
   int max_item_tokens;   // ≥ every item's kv_end − kv_begin (tokens_per_split): picks the one-tile kernel

@@ -12,8 +12,13 @@
 
 namespace mla::sm90 {
 
-int decode_tile_tokens(KvFormat format);  // KV tokens per tile; work-item splits are multiples of it
-int decode_ctas_per_sm(KvFormat format);  // resident decode CTAs per SM: the planner's wave is SMs × this
+// Whether `format` has a row-pair kernel (two q rows of a request per CTA, DecodeParams::rows_per_item
+// = 2) and the plan takes it for `s_q` query tokens per request: MXFP4 with an even s_q.
+bool decode_row_pairs(KvFormat format, int s_q);
+// KV tokens per tile (work-item splits are multiples of it) and resident decode CTAs per SM (the
+// planner's wave is SMs × this), of the kernel that one q row per item, or row pairs, launch.
+int decode_tile_tokens(KvFormat format, bool row_pairs = false);
+int decode_ctas_per_sm(KvFormat format, bool row_pairs = false);
 // CTAs of a decode launch (DecodeParams::ctas): bf16 CTAs walk several items each when there are more
 // items than one wave and they are short (decode.cu); otherwise, and for fp8 and MXFP4, one CTA per item.
 int decode_grid(KvFormat format, std::span<const WorkItem> items, int cluster, int sms);
@@ -40,7 +45,7 @@ struct DecodeKernel {
 // the KV read under the L2 evict-first policy or without one (DecodeParams::kv_evict_first); fp8's
 // general kernel also with whole tiles by TMA (`tma`: DecodeParams::kv_tma; ignored for short items).
 DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first, bool tma);
-DecodeKernel decode_mxfp4_kernel_info(bool short_items, bool evict_first);
+DecodeKernel decode_mxfp4_kernel_info(bool short_items, bool evict_first, bool row_pairs);
 
 // `max_partials`: most partials of one row (sizes the CTA: more partial groups for long splits);
 // `sms`: the device's SMs (few rows are spread over more CTAs, each a chunk of the value dims).

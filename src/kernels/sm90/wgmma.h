@@ -1,6 +1,7 @@
 // wgmma building blocks shared by the sm90 wgmma decode kernels (decode_fp8.cu,
 // decode_mxfp4.cu): shared-memory descriptors of the no-swizzle canonical layouts, the
-// warpgroup-level MMA wrappers, register fences, Q's global loads and the output epilogue. One warpgroup per CTA.
+// warpgroup-level MMA wrappers, register fences, Q's global loads and the output epilogue. One warpgroup per CTA
+// (kThreads), or two for MXFP4's row pairs (the maxima and the epilogue then take kRows = 2).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,7 +26,8 @@ constexpr int kSteps = kHeadDim / 16;    // k16 steps of S (36)
 constexpr int kMTiles = kValueDim / 64;  // m64 tiles of Oᵀ (8)
 // An m64n16 accumulator (Sᵀ, Oᵀ: heads in N) gives the thread of column pair c = lane % 4 the heads
 // acc_head(i, c) = 2c, 2c+1, 8+2c, 9+2c (i = 0..3); head i sits in register acc_reg(i) at row g and
-// acc_reg(i) + 2 at row g + 8.
+// acc_reg(i) + 2 at row g + 8. An m64n32 one (a row pair: columns 16r + head of row r) continues
+// with i = 4..7: columns 16 + 2c, …, registers 8.. .
 constexpr int acc_head(int i, int c) {
   return 8 * (i / 2) + 2 * c + (i % 2);
 }
@@ -58,9 +60,10 @@ __device__ __forceinline__ void wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 // Keeps the compiler from moving accumulator reads/writes across the asynchronous wgmma.
-__device__ __forceinline__ void fence_regs(float (&d)[8]) {
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&d)[N]) {
 #pragma unroll
-  for (int i = 0; i < 8; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 __device__ __forceinline__ void fence_regs(std::uint32_t (&a)[4]) {
 #pragma unroll
@@ -99,6 +102,17 @@ __device__ __forceinline__ void wgmma_rs_bf16(float (&d)[8], const std::uint32_t
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(int(kAccumulate)));
 }
+// bf16, K = 16, N = 32 (a row pair's heads: decode_mxfp4.cu's pair kernel):
+template <bool kAccumulate = true>
+__device__ __forceinline__ void wgmma_rs_bf16(float (&d)[16], const std::uint32_t (&a)[4], std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+      "{%16,%17,%18,%19}, %20, acc, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(int(kAccumulate)));
+}
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
@@ -109,6 +123,15 @@ __device__ __forceinline__ void wgmma_ss_bf16_mn(float (&d)[8], std::uint64_t a,
       "{\n.reg .pred acc;\nsetp.ne.b32 acc, 1, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, acc, 1, 1, 1, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(a), "l"(b));
+}
+__device__ __forceinline__ void wgmma_ss_bf16_mn(float (&d)[16], std::uint64_t a, std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+      "%16, %17, acc, 1, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
       : "l"(a), "l"(b));
 }
 
@@ -143,67 +166,92 @@ __device__ __forceinline__ QRegs fetch_q(const DecodeParams& p, int v) {
 }
 
 // ── the tile's maxima ───────────────────────────────────────────────────────────────────────────
-// x[i][k]: this thread's logits of head 2c, 2c+1, 8+2c, 9+2c (i = 0..3) at its tokens g and g + 8
-// (−inf where masked). A head's running max moves only when some logit of the tile exceeds it by
-// more than `slack`, so the tile's weights exp(x − m) stay ≤ e^slack — the kernel picks a slack its
-// P format holds. The common case costs one block-wide vote, which is also the barrier the caller
-// needs here. Rare jumps, and the item's first tile (`first`, uniform; m = −inf: no vote), take the
-// exact path: each head's tile max over the CTA (warp butterflies, one step through `red` and its
-// barrier, which then serves the caller) and SoftmaxState::rescale_to. f[i]: the factor for what
-// head i has accumulated (1 on the common path). Every thread takes the same path. `red` is free on
-// entry and may be rewritten after the caller's next barrier.
-__device__ __forceinline__ void tile_maxima(const float (&x)[4][2], SoftmaxState<float> (&st)[4], float slack,
-                                            bool first, float (&red)[kWarps][kNumHeads], float (&f)[4]) {
+// The largest, or the sum, of column `col` over the kW warps' rows of `red` (a pairwise tree; the
+// sum in warp order).
+template <int kW, int kC>
+__device__ __forceinline__ float max_over_warps(const float (&red)[kW][kC], int col) {
+  if constexpr (kW == 4) {
+    return fmaxf(fmaxf(red[0][col], red[1][col]), fmaxf(red[2][col], red[3][col]));
+  } else {
+    static_assert(kW == 8, "one or two warpgroups");
+    return fmaxf(fmaxf(fmaxf(red[0][col], red[1][col]), fmaxf(red[2][col], red[3][col])),
+                 fmaxf(fmaxf(red[4][col], red[5][col]), fmaxf(red[6][col], red[7][col])));
+  }
+}
+template <int kW, int kC>
+__device__ __forceinline__ float sum_over_warps(const float (&red)[kW][kC], int col) {
+  float s = red[0][col];
+#pragma unroll
+  for (int w = 1; w < kW; ++w) s += red[w][col];
+  return s;
+}
+
+// x[i][k]: this thread's logits of column acc_head(i, c) (i < kI: 4 per 16 columns of N) at its
+// tokens g and g + 8 (−inf where masked). A column's running max moves only when some logit of the
+// tile exceeds it by more than `slack`, so the tile's weights exp(x − m) stay ≤ e^slack — the kernel
+// picks a slack its P format holds. The common case costs one block-wide vote, which is also the
+// barrier the caller needs here. Rare jumps, and the item's first tile (`first`, uniform; m = −inf:
+// no vote), take the exact path: each column's tile max over the CTA's kW warps (warp butterflies,
+// one step through `red` and its barrier, which then serves the caller) and SoftmaxState::rescale_to.
+// f[i]: the factor for what column i has accumulated (1 on the common path). Every thread takes the
+// same path. `red` is free on entry and may be rewritten after the caller's next barrier.
+template <int kI, int kW>
+__device__ __forceinline__ void tile_maxima(const float (&x)[kI][2], SoftmaxState<float> (&st)[kI], float slack,
+                                            bool first, float (&red)[kW][4 * kI], float (&f)[kI]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   bool jump = false;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kI; ++i) {
     jump |= fmaxf(x[i][0], x[i][1]) > st[i].m + slack;
     f[i] = 1.f;
   }
   // The vote's result is the same in every thread; passing it through a warp vote tells the compiler
   // so (a branch it must treat as divergent moves the wgmma descriptors out of uniform registers).
   if (!first && !__any_sync(0xffffffffu, __syncthreads_or(jump))) return;
-  float mx[4];
+  float mx[kI];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kI; ++i) {
     mx[i] = fmaxf(x[i][0], x[i][1]);
 #pragma unroll
     for (int off = 4; off < 32; off <<= 1) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], off));
   }
   if (g == 0) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) red[warp][acc_head(i, c)] = mx[i];
+    for (int i = 0; i < kI; ++i) red[warp][acc_head(i, c)] = mx[i];
   }
   __syncthreads();  // red complete
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int h = acc_head(i, c);
-    f[i] = st[i].rescale_to(fmaxf(fmaxf(red[0][h], red[1][h]), fmaxf(red[2][h], red[3][h])));
-  }
+  for (int i = 0; i < kI; ++i) f[i] = st[i].rescale_to(max_over_warps(red, acc_head(i, c)));
 }
 
 // ── epilogue ────────────────────────────────────────────────────────────────────────────────────
-// The end of a work item: each head's l summed over the thread's rows (g) and the warps (through
-// `red`, free on entry), the LSE written (partial or final), and Oᵀ scaled by 1/l · value_scale
-// · `o_scale` (the kernel's own unit of O) stored as bf16 (direct), fp32 (partial, cluster mode: the
-// exchange) or fp16 with a scale per head (partial, workspace: partial.h). The scale is set by
-// `amax_bound` when the kernel knows a bound on |value| (kBounded), else by the head's |O| max, which
-// meets through `omax` (shared memory, free on entry) in the same two barriers as l. st[i] is head
-// 2c, 2c+1, 8+2c, 9+2c for i = 0..3 (same m in every thread: the partial l's add). o[mt][j]: j = 0/1
-// heads 2c/2c+1 at M row R = 64mt + 16w + g, 2/3 the same heads at R + 8, 4..7 heads 8+2c, 9+2c;
-// dim_of(mt) is the dim D of row R, and row R + 8 holds dim D + 1.
-template <bool kBounded, class DimOf>
-__device__ __forceinline__ void write_output(const DecodeParams& p, const WorkItem& item, const PartialDst& part,
-                                             float (&red)[kWarps][kNumHeads], float (&omax)[kWarps][kNumHeads],
-                                             SoftmaxState<float> (&st)[4], const float (&o)[kMTiles][8], float o_scale,
+// The end of a work item of kRows q rows (1, or 2 for a row pair: two warpgroups, columns 16r + h
+// the heads of q row item.request + r, each warpgroup holding Oᵀ for its kMTiles / kRows m-tiles of
+// value rows over all the item's tokens): each column's l summed over the thread's rows (g) and the
+// CTA's warps (through `red`, free on entry), the LSE written (partial or final), and Oᵀ scaled by
+// 1/l · value_scale · `o_scale` (the kernel's own unit of O) stored as bf16 (direct), fp32 (partial,
+// cluster mode: the exchange) or fp16 with a scale per head (partial, workspace: partial.h) to
+// part[r]. The scale is set by `amax_bound` when the kernel knows a bound on |value| (kBounded),
+// else by the column's |O| max, which meets through `omax` (shared memory, free on entry) in the
+// same two barriers as l. st[i] is column acc_head(i, c) (same m in every thread: the partial l's
+// add). o[mt][j]: j = 0/1 columns 2c/2c+1 at M row R = 64mt' + 16w + g (mt' this warpgroup's mt),
+// 2/3 the same at R + 8, 4..7 columns 8+2c, 9+2c, and so on by 8 columns (acc_reg); dim_of(mt) is
+// the dim D of row R, and row R + 8 holds dim D + 1.
+template <bool kBounded, int kRows, class DimOf>
+__device__ __forceinline__ void write_output(const DecodeParams& p, const WorkItem& item,
+                                             const PartialDst (&part)[kRows],
+                                             float (&red)[kWarps * kRows][kNumHeads * kRows],
+                                             float (&omax)[kWarps * kRows][kNumHeads * kRows],
+                                             SoftmaxState<float> (&st)[4 * kRows],
+                                             const float (&o)[kMTiles / kRows][8 * kRows], float o_scale,
                                              float amax_bound, DimOf dim_of) {
+  constexpr int kI = 4 * kRows, kMt = kMTiles / kRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-  const bool to_workspace = item.partial >= 0 && part.o16 != nullptr;
+  const bool to_workspace = item.partial >= 0 && part[0].o16 != nullptr;
   const bool reduce = to_workspace && !kBounded;
   __syncthreads();  // red[] and omax[] free
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kI; ++i) {
     float l = st[i].l;
 #pragma unroll
     for (int off = 4; off < 32; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
@@ -211,73 +259,89 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
   }
   if (reduce) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < kI; ++i) {
       const int j0 = acc_reg(i);
       float m = 0.f;
 #pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) m = fmaxf(m, fmaxf(fabsf(o[mt][j0]), fabsf(o[mt][j0 + 2])));
+      for (int mt = 0; mt < kMt; ++mt) m = fmaxf(m, fmaxf(fabsf(o[mt][j0]), fabsf(o[mt][j0 + 2])));
 #pragma unroll
       for (int off = 4; off < 32; off <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
       if (g == 0) omax[warp][acc_head(i, c)] = m;
     }
   }
   __syncthreads();
-  float inv[4];
+  float inv[kI];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int h = acc_head(i, c);
-    st[i].l = red[0][h] + red[1][h] + red[2][h] + red[3][h];
+  for (int i = 0; i < kI; ++i) {
+    const int col = acc_head(i, c), r = i / 4, h = col - kNumHeads * r;
+    st[i].l = sum_over_warps(red, col);
     inv[i] = st[i].inv_l() * p.value_scale * o_scale;
     if (to_workspace) {
-      const float amax =
-          reduce ? fmaxf(fmaxf(omax[0][h], omax[1][h]), fmaxf(omax[2][h], omax[3][h])) * fabsf(inv[i]) : amax_bound;
+      const float amax = reduce ? max_over_warps(omax, col) * fabsf(inv[i]) : amax_bound;
       const PartialScale ps = partial_scale(amax);
       inv[i] *= ps.to_half;
-      if (warp == 0 && g == 0) part.scale[h] = ps.scale;
+      if (warp == 0 && g == 0) part[r].scale[h] = ps.scale;
     }
     if (warp == 0 && g == 0) {
       if (item.partial >= 0) {
-        part.lse[h] = st[i].lse();
+        part[r].lse[h] = st[i].lse();
       } else if (p.lse != nullptr) {
-        p.lse[std::int64_t(item.request) * kNumHeads + h] = st[i].lse();
+        p.lse[(std::int64_t(item.request) + r) * kNumHeads + h] = st[i].lse();
       }
     }
   }
   // One unrolled store loop per destination (the branch taken once, not per store).
   const auto store_all = [&](auto store) {
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
+    for (int mt = 0; mt < kMt; ++mt) {
       const int dim = dim_of(mt);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int j0 = acc_reg(i);
-        store(acc_head(i, c) * kValueDim + dim, o[mt][j0] * inv[i], o[mt][j0 + 2] * inv[i]);
+      for (int i = 0; i < kI; ++i) {
+        const int j0 = acc_reg(i), r = i / 4;
+        store(r, (acc_head(i, c) - kNumHeads * r) * kValueDim + dim, o[mt][j0] * inv[i], o[mt][j0 + 2] * inv[i]);
       }
     }
   };
   if (item.partial < 0) {
     std::uint16_t* out = p.out + std::int64_t(item.request) * kNumHeads * kValueDim;
-    store_all([&](int at, float a, float b) { *reinterpret_cast<std::uint32_t*>(out + at) = bf16x2_rn(a, b); });
+    store_all([&](int r, int at, float a, float b) {
+      *reinterpret_cast<std::uint32_t*>(out + r * kNumHeads * kValueDim + at) = bf16x2_rn(a, b);
+    });
   } else if (to_workspace) {
-    store_all([&](int at, float a, float b) { *reinterpret_cast<std::uint32_t*>(part.o16 + at) = f16x2_rn(a, b); });
+    store_all(
+        [&](int r, int at, float a, float b) { *reinterpret_cast<std::uint32_t*>(part[r].o16 + at) = f16x2_rn(a, b); });
   } else {
-    store_all([&](int at, float a, float b) { *reinterpret_cast<float2*>(part.o + at) = make_float2(a, b); });
+    store_all([&](int r, int at, float a, float b) { *reinterpret_cast<float2*>(part[r].o + at) = make_float2(a, b); });
   }
 }
 
-// write_output, or in cluster mode write_output into `x` (this CTA's exchange) and cluster_merge;
-// kBounded / amax_bound: write_output's.
+// write_output, or in cluster mode (one q row per item only) write_output into `x` (this CTA's
+// exchange) and cluster_merge; kBounded / amax_bound: write_output's. A row pair's second row goes
+// to partial slot item.pair_partial.
 // Out of cluster mode x.scratch is free (the tile loop is done with the memory under x) and holds
 // write_output's omax.
-template <bool kBounded, class DimOf>
+template <bool kBounded, int kRows = 1, class DimOf>
 __device__ __forceinline__ void finish_item(const DecodeParams& p, const WorkItem& item, ClusterExchange& x,
-                                            float (&red)[kWarps][kNumHeads], SoftmaxState<float> (&st)[4],
-                                            const float (&o)[kMTiles][8], float o_scale, float amax_bound,
-                                            DimOf dim_of) {
-  static_assert(sizeof(x.scratch) >= sizeof(float[kWarps][kNumHeads]), "omax fits the exchange's scratch");
-  write_output<kBounded>(p, item, partial_dst<kPartialsF16>(p, item, &x.o[0][0], x.lse), red,
-                         *reinterpret_cast<float(*)[kWarps][kNumHeads]>(x.scratch), st, o, o_scale, amax_bound, dim_of);
-  if (p.cluster > 0) cluster_merge<kThreads>(p, item.request, &x.o[0][0], x.lse, x.scratch);
+                                            float (&red)[kWarps * kRows][kNumHeads * kRows],
+                                            SoftmaxState<float> (&st)[4 * kRows],
+                                            const float (&o)[kMTiles / kRows][8 * kRows], float o_scale,
+                                            float amax_bound, DimOf dim_of) {
+  using Omax = float[kWarps * kRows][kNumHeads * kRows];
+  static_assert(sizeof(x.scratch) >= sizeof(Omax), "omax fits the exchange's scratch");
+  if constexpr (kRows == 1) {
+    const PartialDst part[1] = {partial_dst<kPartialsF16>(p, item, &x.o[0][0], x.lse)};
+    write_output<kBounded, 1>(p, item, part, red, *reinterpret_cast<Omax*>(x.scratch), st, o, o_scale, amax_bound,
+                              dim_of);
+    if (p.cluster > 0) cluster_merge<kThreads>(p, item.request, &x.o[0][0], x.lse, x.scratch);
+  } else {
+    static_assert(kRows == 2, "one q row or a row pair");
+    WorkItem second = item;  // (cluster mode never takes row pairs: the plan's)
+    second.partial = item.pair_partial;
+    const PartialDst part[2] = {partial_dst<kPartialsF16>(p, item, nullptr, nullptr),
+                                partial_dst<kPartialsF16>(p, second, nullptr, nullptr)};
+    write_output<kBounded, 2>(p, item, part, red, *reinterpret_cast<Omax*>(x.scratch), st, o, o_scale, amax_bound,
+                              dim_of);
+  }
 }
 
 }  // namespace mla::sm90::wg
