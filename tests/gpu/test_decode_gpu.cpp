@@ -1016,6 +1016,22 @@ TEST(GpuSanitizer, SmallSuite) {
     EXPECT_TRUE(r.cmp.ok()) << pairs.name() << ": " << r.cmp.summary();
     EXPECT_EQ(r.plan.cluster_size, 2) << describe(r.plan);
   }
+  // MXFP4's row pairs (s_q 2): whole pairs, a first row of no key, and pairs split for the combine.
+  {
+    CaseSpec rp;
+    rp.kv_lens = {1, 65, 200, 4097};
+    rp.format = KvFormat::mxfp4;
+    rp.s_q = 2;
+    rp.dist = Distribution::peaked;
+    rp.page_size = 16;
+    rp.spare_rows = 64;
+    rp.seed = 79;
+    GpuResult r;
+    ASSERT_NO_FATAL_FAILURE(run_case(rp, &r));
+    EXPECT_TRUE(r.cmp.ok()) << rp.name() << ": " << r.cmp.summary();
+    EXPECT_EQ(r.plan.rows_per_item, 2) << describe(r.plan);
+    EXPECT_GE(r.plan.num_split_requests, 2) << describe(r.plan);
+  }
   // Every combine kernel (the small suite's splits go to combine_few_kernel<1, S>): rows in 32 pieces
   // (combine_few_kernel<2, 16>), 64 (<4, 16>, with shared memory) and 128 or 256 (combine_kernel, on
   // fp32 and on fp16 partials).
@@ -1109,6 +1125,30 @@ TEST(GpuDecode, WorkspaceTooSmallRejected) {
 
 // s_q = 2..4 (multi-token prediction): query token i of a request sees its first L − s_q + i + 1
 // keys; lengths below s_q give rows with no visible key (zeros, LSE −inf).
+// MXFP4 with an even s_q runs row pairs (two q rows per CTA, docs/design.md): whole and split pairs,
+// pieces whose last holds one token (the first row sees none of it), first rows that see no key,
+// ragged and paged batches, s_q 2 and 4.
+TEST(GpuDecode, Mxfp4RowPairs) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  struct Shape {
+    std::vector<std::int32_t> lens;
+    int s_q, page;
+  };
+  const std::vector<Shape> shapes = {
+      {{4097, 4098}, 2, 0},                            // split: 128-token cuts, last pieces of 1 and 2 tokens
+      {{1, 2, 3, 129, 130, 8192}, 2, 16},              // a first row of no key; one split request
+      {std::vector<std::int32_t>(64, 1024), 4, 0},     // two pairs per request, whole
+      {testing::ragged_lengths(150, 9, 3000), 2, 64},  // ragged, paged
+      {std::vector<std::int32_t>(300, 200), 2, 1},     // more pairs than a wave
+  };
+  for (const Shape& sh : shapes) {
+    Plan pl;
+    ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(sh.lens, KvFormat::mxfp4, sh.page, sh.s_q, 301 + sh.s_q, &pl));
+    EXPECT_EQ(pl.rows_per_item, 2) << describe(pl);
+    EXPECT_EQ(pl.cluster_size, 0) << describe(pl);
+  }
+}
+
 TEST(GpuDecode, MultiTokenQueriesCausal) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
