@@ -995,6 +995,12 @@ bool walks_every_item_once(std::span<const WorkItem> items, int grid) {
   return taken == n;
 }
 
+bool row_pairs_pay(std::span<const std::int32_t> row_lengths, int slots, int tile) {
+  std::int64_t tiles = 0;
+  for (std::int32_t len : row_lengths) tiles += (std::int64_t(len) + tile - 1) / tile;
+  return tiles >= std::int64_t(kRowPairsMinTilesPerSlot) * slots;
+}
+
 WorkList row_pair_work_list(const WorkList& pair_list, std::span<const std::int32_t> pair_lengths) {
   WorkList wl;
   wl.tokens_per_split = pair_list.tokens_per_split;

@@ -211,6 +211,15 @@ WorkList row_pair_work_list(const WorkList& pair_list, std::span<const std::int3
 // Row pairs' list model: MXFP4's tile model (kSmBound's item overhead and margin) on one CTA per SM,
 // without its simulated launch (fitted to the one-row kernel's two CTAs per SM). Not fitted itself.
 constexpr ListModel kRowPairs{2, 2};
+// Whether the CUDA plan takes row pairs for q rows of these lengths (`row_lengths`, query_row_lengths)
+// on `slots` slots of the one-row kernel: when their tiles of `tile` tokens number at least
+// kRowPairsMinTilesPerSlot per slot. A pair's CTA (two warpgroups, one per SM) runs its phases in
+// step, so a call of few tiles per SM, a chain of latencies, is faster a row per CTA; measured on
+// the H200 at s_q 2 (perf-notes v136): 4 × 1024 (0.5 tiles per slot) +32 %, 4 × 8192 and 32 × 1024
+// (3.9) +2.6 %, 64 × 1024 (7.8) −1.4 %, 256 × 1024 (15.5) −8.9 %, 32 × 8192 (31) −10.4 %,
+// 64 × 8192 −15.4 %, 256 × 8192 −17.9 %.
+constexpr int kRowPairsMinTilesPerSlot = 6;
+bool row_pairs_pay(std::span<const std::int32_t> row_lengths, int slots, int tile);
 
 // Whether `wl` is a well-formed list of requests of these lengths (what a plan may launch): one split
 // per request; every item within its request; a request's items cover [0, L) exactly, without

@@ -1024,7 +1024,8 @@ TEST(GpuSanitizer, SmallSuite) {
   // MXFP4's row pairs (s_q 2): whole pairs, a first row of no key, and pairs split for the combine.
   {
     CaseSpec rp;
-    rp.kv_lens = {1, 65, 200, 4097};
+    rp.kv_lens = std::vector<std::int32_t>(13, 4097);  // 1,690 tiles: row pairs on up to 140 SMs
+    rp.kv_lens.insert(rp.kv_lens.end(), {1, 65, 200});
     rp.format = KvFormat::mxfp4;
     rp.s_q = 2;
     rp.dist = Distribution::peaked;
@@ -1130,7 +1131,8 @@ TEST(GpuDecode, WorkspaceTooSmallRejected) {
 
 // s_q = 2..4 (multi-token prediction): query token i of a request sees its first L − s_q + i + 1
 // keys; lengths below s_q give rows with no visible key (zeros, LSE −inf).
-// MXFP4 with an even s_q runs row pairs (two q rows per CTA, docs/design.md): whole and split pairs,
+// MXFP4 with an even s_q runs row pairs (two q rows per CTA, docs/design.md) where the call has at
+// least kRowPairsMinTilesPerSlot tiles per slot (every shape here, on 132 SMs): whole and split pairs,
 // pieces whose last holds one token (the first row sees none of it), first rows that see no key,
 // ragged and paged batches, s_q 2 and 4.
 TEST(GpuDecode, Mxfp4RowPairs) {
@@ -1139,9 +1141,11 @@ TEST(GpuDecode, Mxfp4RowPairs) {
     std::vector<std::int32_t> lens;
     int s_q, page;
   };
+  std::vector<std::int32_t> mixed(8, 8192);  // first rows of no key and of one; split requests
+  mixed.insert(mixed.end(), {1, 2, 3, 129, 130, 4098});
   const std::vector<Shape> shapes = {
-      {{4097, 4098}, 2, 0},                            // split: 128-token cuts, last pieces of 1 and 2 tokens
-      {{1, 2, 3, 129, 130, 8192}, 2, 16},              // a first row of no key; one split request
+      {mixed, 2, 16},
+      {std::vector<std::int32_t>(26, 4097), 2, 0},     // split: 128-token cuts, last pieces of 1 token
       {std::vector<std::int32_t>(64, 1024), 4, 0},     // two pairs per request, whole
       {testing::ragged_lengths(150, 9, 3000), 2, 64},  // ragged, paged
       {std::vector<std::int32_t>(300, 200), 2, 1},     // more pairs than a wave

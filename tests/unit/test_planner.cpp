@@ -288,6 +288,16 @@ TEST(Planner, RowPairsCoverEveryRowOnce) {
   }
 }
 
+// Row pairs where the q rows hold at least kRowPairsMinTilesPerSlot tiles per slot.
+TEST(Planner, RowPairsPayFromTilesPerSlot) {
+  const int slots = 264, need = kRowPairsMinTilesPerSlot * slots;
+  EXPECT_FALSE(row_pairs_pay(query_row_lengths(std::vector<std::int32_t>(4, 1024), 2), slots, 64));  // 128 tiles
+  EXPECT_TRUE(row_pairs_pay(query_row_lengths(std::vector<std::int32_t>(256, 1024), 2), slots, 64));
+  EXPECT_TRUE(row_pairs_pay(std::vector<std::int32_t>{need * 64}, slots, 64));
+  EXPECT_FALSE(row_pairs_pay(std::vector<std::int32_t>{need * 64 - 64}, slots, 64));
+  EXPECT_TRUE(row_pairs_pay(std::vector<std::int32_t>{need * 64 - 63}, slots, 64)) << "a partial tile counts whole";
+}
+
 // A pair's last piece of one token leaves its first row nothing: pair_end = kv_begin there.
 TEST(Planner, RowPairsFirstRowEndsOneEarlier) {
   const std::vector<std::int32_t> pair_lengths = row_pair_lengths(std::vector<std::int32_t>{129, 1}, 2);

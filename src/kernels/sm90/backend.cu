@@ -196,8 +196,10 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   const bool bf16_ragged =
       forced == nullptr && p.kv.format == KvFormat::bf16 && ragged_batch(request_lengths, int(p.total_q));
   // MXFP4 with an even s_q: row pairs, each CTA both rows of a pair (one decode of the KV for two
-  // rows; perf-notes v136), the tile model's timelines over the pairs on one CTA per SM.
-  const bool row_pairs = forced == nullptr && sm90::decode_row_pairs(p.kv.format, p.s_q);
+  // rows; perf-notes v136), the tile model's timelines over the pairs on one CTA per SM — where the
+  // call has enough tiles per SM (row_pairs_pay).
+  const bool row_pairs =
+      forced == nullptr && sm90::decode_row_pairs(p.kv.format, p.s_q) && row_pairs_pay(lengths, slots, tile);
   if (forced != nullptr) {
     wl = *forced;
   } else if (row_pairs) {
