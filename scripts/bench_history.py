@@ -26,8 +26,9 @@ HEADER = """# Committed H200 runs
 
 Each `h200-DATE-COMMIT.json` is one run of `scripts/gpu_run.sh` on an H200 (`mla bench --json`: SPEC §4's
 24 cases, cold L2, the streaming-read floor measured in the same run); `.txt` is its printed table.
-(`history/` keeps a few runs of 2026-11-29 in an older JSON layout, and `s_q/` runs of the suite's shapes
-at s_q 2 beside s_q 1 (`mla bench --s-q`); neither is listed here.) This
+(`history/` keeps a few runs of 2026-11-29 in an older JSON layout, and `s_q/` runs at s_q 2 (`mla bench
+--s-q`: the suite's shapes beside s_q 1, gpu_run.sh's four shapes) and in-run A/B logs of multi-token
+changes; neither is listed here.) This
 page is written by `scripts/bench_history.py` from the JSON files alone — do not edit it by hand;
 ctest checks that it is current.
 
