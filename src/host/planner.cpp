@@ -1001,6 +1001,13 @@ bool row_pairs_pay(std::span<const std::int32_t> row_lengths, int slots, int til
   return tiles >= std::int64_t(kRowPairsMinTilesPerSlot) * slots;
 }
 
+bool bf16_row_pairs_pay(std::span<const std::int32_t> row_lengths, int sms, int tile) {
+  if (std::ssize(row_lengths) <= sms) return false;
+  std::int64_t tokens = 0;
+  for (std::int32_t len : row_lengths) tokens += len;
+  return tokens > std::int64_t(kWalkMaxMeanTiles) * tile * std::ssize(row_lengths);
+}
+
 WorkList row_pair_work_list(const WorkList& pair_list, std::span<const std::int32_t> pair_lengths) {
   WorkList wl;
   wl.tokens_per_split = pair_list.tokens_per_split;

@@ -220,6 +220,13 @@ constexpr ListModel kRowPairs{2, 2};
 // 64 × 8192 −15.4 %, 256 × 8192 −17.9 %.
 constexpr int kRowPairsMinTilesPerSlot = 6;
 bool row_pairs_pay(std::span<const std::int32_t> row_lengths, int slots, int tile);
+// bf16's row pairs (decode_bf16_pairs.cu: a warpgroup per row, two stages where the one-row kernel
+// has three) pay only where the one-row plan is at its worst: more q rows than `sms` (several waves
+// of one CTA per SM) whose mean length exceeds kWalkMaxMeanTiles tiles of `tile` tokens (so they do
+// not walk). Measured on the H200 at s_q 2 (perf-notes v137): −18 to −19 % at 96–256 × 8192 and
+// 128 × 16384; where either condition fails the pairs lost 4–17 % (32 and 64 × 8192, 256 × 1024–4096,
+// 384 × 2048, 512 × 1024) or tied (4 × 1024, 36 × 1024, 34 × 1600).
+bool bf16_row_pairs_pay(std::span<const std::int32_t> row_lengths, int sms, int tile);
 
 // Whether `wl` is a well-formed list of requests of these lengths (what a plan may launch): one split
 // per request; every item within its request; a request's items cover [0, L) exactly, without

@@ -1038,6 +1038,17 @@ TEST(GpuSanitizer, SmallSuite) {
     EXPECT_EQ(r.plan.rows_per_item, 2) << describe(r.plan);
     EXPECT_GE(r.plan.num_split_requests, 2) << describe(r.plan);
   }
+  // bf16's row pairs (s_q 2, 134 rows of 4,160 keys and 4,161: more rows than SMs, over 64 tiles each).
+  {
+    CaseSpec rp = CaseSpec::uniform(67, 4161, KvFormat::bf16);
+    rp.s_q = 2;
+    rp.dist = Distribution::peaked;
+    rp.seed = 81;
+    GpuResult r;
+    ASSERT_NO_FATAL_FAILURE(run_case(rp, &r));
+    EXPECT_TRUE(r.cmp.ok()) << rp.name() << ": " << r.cmp.summary();
+    EXPECT_EQ(r.plan.rows_per_item, 2) << describe(r.plan);
+  }
   // Every combine kernel (the small suite's splits go to combine_few_kernel<1, S>): rows in 32 pieces
   // (combine_few_kernel<2, 16>), 64 (<4, 16>, with shared memory) and 128 or 256 (combine_kernel, on
   // fp32 and on fp16 partials).
@@ -1155,6 +1166,35 @@ TEST(GpuDecode, Mxfp4RowPairs) {
     ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(sh.lens, KvFormat::mxfp4, sh.page, sh.s_q, 301 + sh.s_q, &pl));
     EXPECT_EQ(pl.rows_per_item, 2) << describe(pl);
     EXPECT_EQ(pl.cluster_size, 0) << describe(pl);
+  }
+}
+
+// bf16 with an even s_q runs row pairs (decode_bf16_pairs.cu) where the q rows outnumber the SMs and
+// average more than 64 tiles (bf16_row_pairs_pay): every shape here, on 132 SMs. Whole and split
+// pairs (the pieces end anywhere: first rows whose last piece is shorter by one token), first rows of
+// no key, s_q 2 and 4, contiguous and in pages of 1, 16 and 64, a ragged batch.
+TEST(GpuDecode, Bf16RowPairs) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  struct Shape {
+    std::vector<std::int32_t> lens;
+    int s_q, page;
+  };
+  std::vector<std::int32_t> mixed(68, 8193);
+  mixed.insert(mixed.end(), {1, 2, 65, 4161});
+  std::vector<std::int32_t> ragged = testing::ragged_lengths(140, 11, 12000);
+  for (std::int32_t& len : ragged) len = std::max(len, 4200);
+  const std::vector<Shape> shapes = {
+      {mixed, 2, 16},
+      {std::vector<std::int32_t>(70, 5000), 2, 0},
+      {std::vector<std::int32_t>(40, 4200), 4, 64},
+      {ragged, 2, 1},
+  };
+  for (const Shape& sh : shapes) {
+    Plan pl;
+    ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(sh.lens, KvFormat::bf16, sh.page, sh.s_q, 401 + sh.s_q, &pl));
+    EXPECT_EQ(pl.rows_per_item, 2) << describe(pl);
+    EXPECT_EQ(pl.cluster_size, 0) << describe(pl);
+    EXPECT_EQ(pl.grid, pl.num_work_items) << describe(pl);
   }
 }
 

@@ -195,11 +195,12 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   // (perf-notes v134); its other batches: the tile model's list, then walking (below).
   const bool bf16_ragged =
       forced == nullptr && p.kv.format == KvFormat::bf16 && ragged_batch(request_lengths, int(p.total_q));
-  // MXFP4 with an even s_q: row pairs, each CTA both rows of a pair (one decode of the KV for two
-  // rows; perf-notes v136), the tile model's timelines over the pairs on one CTA per SM — where the
-  // call has enough tiles per SM (row_pairs_pay).
+  // bf16 and MXFP4 with an even s_q: row pairs, each CTA both rows of a pair (the KV read, and for
+  // MXFP4 decoded, once for two rows; perf-notes v136, v137), the tile model's timelines over the
+  // pairs on one CTA per SM — where they measured faster (bf16_row_pairs_pay, row_pairs_pay).
   const bool row_pairs =
-      forced == nullptr && sm90::decode_row_pairs(p.kv.format, p.s_q) && row_pairs_pay(lengths, slots, tile);
+      forced == nullptr && sm90::decode_row_pairs(p.kv.format, p.s_q) &&
+      (p.kv.format == KvFormat::bf16 ? bf16_row_pairs_pay(lengths, sms, tile) : row_pairs_pay(lengths, slots, tile));
   if (forced != nullptr) {
     wl = *forced;
   } else if (row_pairs) {
@@ -246,12 +247,12 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   int cluster = forced_walk || row_pairs ? 0 : cluster_work_list(wl, rows, kClusterLimit, slots, &cluster_items);
   if (cluster > 0 && sm90::decode_max_active_clusters(p.kv.format, cluster) < rows) cluster = 0;
   const std::vector<WorkItem>& launched = cluster > 0 ? cluster_items : wl.items;
-  int grid = forced_walk                        ? forced_grid
-             : forced != nullptr || bf16_ragged ? int(launched.size())
-                                                : sm90::decode_grid(p.kv.format, launched, cluster, sms);
+  int grid = forced_walk                                     ? forced_grid
+             : forced != nullptr || bf16_ragged || row_pairs ? int(launched.size())
+                                                             : sm90::decode_grid(p.kv.format, launched, cluster, sms);
   // bf16's walking grid: its list and order, or its walked timelines where they pay (perf-notes v122).
   // Only bf16's kernel walks (follows WorkItem::next); the other formats' grids have a CTA per item.
-  if (p.kv.format == KvFormat::bf16 && cluster == 0 && forced == nullptr && !bf16_ragged) {
+  if (p.kv.format == KvFormat::bf16 && cluster == 0 && forced == nullptr && !bf16_ragged && !row_pairs) {
     grid = bf16_walking_path(lengths, slots, tile, layout.max_items, grid, &wl);
     // A walking list against every request whole, a CTA each, where the model says whole ones copied
     // by TMA are faster (perf-notes v133) and the TMA can copy them.
@@ -305,7 +306,7 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   pl.cluster_size = cluster;
   pl.rows_per_item = row_pairs ? 2 : 1;
   pl.kv_evict_first = kv_evict_first(pl.total_kv * kv_row_bytes(p.kv.format), l2_bytes, p.s_q);
-  pl.kv_tma = tma_for(items, pl.grid, pl.tokens_per_split);
+  pl.kv_tma = !row_pairs && tma_for(items, pl.grid, pl.tokens_per_split);  // (the row-pair kernels copy by cp.async)
   pl.host_work_list = std::make_shared<const std::vector<WorkItem>>(std::move(items));
   *out = pl;
   return Status::success();

@@ -622,6 +622,7 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, b
                          bool row_pairs = false) {
   switch (format) {
     case KvFormat::bf16:
+      if (row_pairs) return decode_bf16_pairs_kernel_info(evict_first);  // general and one-tile alike
       switch (v) {
         case Variant::general:
           return tma ? bf16_kernel_info<false, false, true>(evict_first) : bf16_kernel_info<false>(evict_first);
@@ -642,7 +643,7 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, b
 }  // namespace
 
 bool decode_row_pairs(KvFormat format, int s_q) {
-  return format == KvFormat::mxfp4 && s_q % 2 == 0;
+  return format != KvFormat::fp8 && s_q % 2 == 0;
 }
 
 int decode_tile_tokens(KvFormat format, bool row_pairs) {
@@ -700,8 +701,8 @@ int decode_max_active_clusters(KvFormat format, int n) {
 
 cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream) {
   const bool pairs = p.rows_per_item == 2;
-  // Row pairs: MXFP4 only, a CTA per item, merged by the combine kernel.
-  if (pairs && (format != KvFormat::mxfp4 || p.cluster != 0 || p.ctas != p.num_items)) return cudaErrorInvalidValue;
+  // Row pairs: bf16 and MXFP4, a CTA per item, merged by the combine kernel.
+  if (pairs && (format == KvFormat::fp8 || p.cluster != 0 || p.ctas != p.num_items)) return cudaErrorInvalidValue;
   if (p.rows_per_item != 1 && !pairs) return cudaErrorInvalidValue;
   const Variant v = decode_variant(p.ctas, p.num_items, p.max_item_tokens, p.rows_per_item);
   return launch_decode_kernel(kernel_info(format, v, p.kv_evict_first, p.kv_tma, pairs), p, stream);

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/partial.h"
 #include "kernels/common/softmax_state.h"
@@ -165,6 +166,20 @@ __device__ __forceinline__ QRegs fetch_q(const DecodeParams& p, int v) {
   return q;
 }
 
+// ── barriers ────────────────────────────────────────────────────────────────────────────────────
+// The threads that meet in tile_maxima and write_output, and the warp's index among them: the CTA
+// (one warpgroup, or a row pair's two), or the CTA's barrier with each warpgroup's warps indexed on
+// their own (bf16 row pairs: a warpgroup per q row, each with its own `red`; both warpgroups take
+// every barrier, the vote deciding for both).
+struct CtaSync {
+  __device__ int warp() const { return int(threadIdx.x / 32); }
+  __device__ void sync() const { __syncthreads(); }
+  __device__ bool any(bool b) const { return __syncthreads_or(b); }
+};
+struct CtaSyncWarpgroupWarps : CtaSync {
+  __device__ int warp() const { return int(threadIdx.x / 32) % kWarps; }
+};
+
 // ── the tile's maxima ───────────────────────────────────────────────────────────────────────────
 // The largest, or the sum, of column `col` over the kW warps' rows of `red` (a pairwise tree; the
 // sum in warp order).
@@ -195,10 +210,10 @@ __device__ __forceinline__ float sum_over_warps(const float (&red)[kW][kC], int 
 // one step through `red` and its barrier, which then serves the caller) and SoftmaxState::rescale_to.
 // f[i]: the factor for what column i has accumulated (1 on the common path). Every thread takes the
 // same path. `red` is free on entry and may be rewritten after the caller's next barrier.
-template <int kI, int kW>
+template <int kI, int kW, class Sync = CtaSync>
 __device__ __forceinline__ void tile_maxima(const float (&x)[kI][2], SoftmaxState<float> (&st)[kI], float slack,
-                                            bool first, float (&red)[kW][4 * kI], float (&f)[kI]) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+                                            bool first, float (&red)[kW][4 * kI], float (&f)[kI], Sync bar = Sync{}) {
+  const int warp = bar.warp(), lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   bool jump = false;
 #pragma unroll
   for (int i = 0; i < kI; ++i) {
@@ -207,7 +222,7 @@ __device__ __forceinline__ void tile_maxima(const float (&x)[kI][2], SoftmaxStat
   }
   // The vote's result is the same in every thread; passing it through a warp vote tells the compiler
   // so (a branch it must treat as divergent moves the wgmma descriptors out of uniform registers).
-  if (!first && !__any_sync(0xffffffffu, __syncthreads_or(jump))) return;
+  if (!first && !__any_sync(0xffffffffu, bar.any(jump))) return;
   float mx[kI];
 #pragma unroll
   for (int i = 0; i < kI; ++i) {
@@ -219,7 +234,7 @@ __device__ __forceinline__ void tile_maxima(const float (&x)[kI][2], SoftmaxStat
 #pragma unroll
     for (int i = 0; i < kI; ++i) red[warp][acc_head(i, c)] = mx[i];
   }
-  __syncthreads();  // red complete
+  bar.sync();  // red complete
 #pragma unroll
   for (int i = 0; i < kI; ++i) f[i] = st[i].rescale_to(max_over_warps(red, acc_head(i, c)));
 }
@@ -236,20 +251,21 @@ __device__ __forceinline__ void tile_maxima(const float (&x)[kI][2], SoftmaxStat
 // same two barriers as l. st[i] is column acc_head(i, c) (same m in every thread: the partial l's
 // add). o[mt][j]: j = 0/1 columns 2c/2c+1 at M row R = 64mt' + 16w + g (mt' this warpgroup's mt),
 // 2/3 the same at R + 8, 4..7 columns 8+2c, 9+2c, and so on by 8 columns (acc_reg); dim_of(mt) is
-// the dim D of row R, and row R + 8 holds dim D + 1.
-template <bool kBounded, int kRows, class DimOf>
+// the dim D of row R, and row R + 8 holds dim D + kRowStep (1: one 32-bit store per pair of dims).
+// `bar`: the threads that hold the item (CtaSync, or a warpgroup of its own, whose warps index red).
+template <bool kBounded, int kRows, int kRowStep = 1, class DimOf, class Sync = CtaSync>
 __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkItem& item,
                                              const PartialDst (&part)[kRows],
                                              float (&red)[kWarps * kRows][kNumHeads * kRows],
                                              float (&omax)[kWarps * kRows][kNumHeads * kRows],
                                              SoftmaxState<float> (&st)[4 * kRows],
                                              const float (&o)[kMTiles / kRows][8 * kRows], float o_scale,
-                                             float amax_bound, DimOf dim_of) {
+                                             float amax_bound, DimOf dim_of, Sync bar = Sync{}) {
   constexpr int kI = 4 * kRows, kMt = kMTiles / kRows;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const int warp = bar.warp(), lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const bool to_workspace = item.partial >= 0 && part[0].o16 != nullptr;
   const bool reduce = to_workspace && !kBounded;
-  __syncthreads();  // red[] and omax[] free
+  bar.sync();  // red[] and omax[] free
 #pragma unroll
   for (int i = 0; i < kI; ++i) {
     float l = st[i].l;
@@ -269,7 +285,7 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
       if (g == 0) omax[warp][acc_head(i, c)] = m;
     }
   }
-  __syncthreads();
+  bar.sync();
   float inv[kI];
 #pragma unroll
   for (int i = 0; i < kI; ++i) {
@@ -302,16 +318,30 @@ __device__ __forceinline__ void write_output(const DecodeParams& p, const WorkIt
       }
     }
   };
+  // Two values of rows R and R + 8: one 32-bit store where they are adjacent dims, else two.
+  const auto put = [](auto* d, std::uint32_t ab) {
+    using E = std::remove_pointer_t<decltype(d)>;
+    if constexpr (kRowStep == 1) {
+      *reinterpret_cast<std::uint32_t*>(d) = ab;
+    } else {
+      d[0] = E(ab & 0xFFFFu);
+      d[kRowStep] = E(ab >> 16);
+    }
+  };
   if (item.partial < 0) {
     std::uint16_t* out = p.out + std::int64_t(item.request) * kNumHeads * kValueDim;
-    store_all([&](int r, int at, float a, float b) {
-      *reinterpret_cast<std::uint32_t*>(out + r * kNumHeads * kValueDim + at) = bf16x2_rn(a, b);
-    });
+    store_all([&](int r, int at, float a, float b) { put(out + r * kNumHeads * kValueDim + at, bf16x2_rn(a, b)); });
   } else if (to_workspace) {
-    store_all(
-        [&](int r, int at, float a, float b) { *reinterpret_cast<std::uint32_t*>(part[r].o16 + at) = f16x2_rn(a, b); });
+    store_all([&](int r, int at, float a, float b) { put(part[r].o16 + at, f16x2_rn(a, b)); });
   } else {
-    store_all([&](int r, int at, float a, float b) { *reinterpret_cast<float2*>(part[r].o + at) = make_float2(a, b); });
+    store_all([&](int r, int at, float a, float b) {
+      if constexpr (kRowStep == 1) {
+        *reinterpret_cast<float2*>(part[r].o + at) = make_float2(a, b);
+      } else {
+        part[r].o[at] = a;
+        part[r].o[at + kRowStep] = b;
+      }
+    });
   }
 }
 
