@@ -116,8 +116,8 @@ std::string describe(const Plan& plan) {
   if (plan.backend == Backend::cuda) {
     os << " device=" << plan.device << " sms=" << plan.device_sms << " cluster=" << plan.cluster_size
        << " rows_per_item=" << plan.rows_per_item;
-    const sm90::DecodeVariant variant =
-        sm90::decode_variant(plan.grid, plan.num_work_items, plan.tokens_per_split, plan.rows_per_item);
+    const sm90::DecodeVariant variant = sm90::decode_variant_of(plan.kv_format, plan.grid, plan.num_work_items,
+                                                                plan.tokens_per_split, plan.rows_per_item);
     switch (variant) {
       case sm90::DecodeVariant::general:
         os << " kernel=general";

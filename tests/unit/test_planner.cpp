@@ -1300,6 +1300,16 @@ TEST(Planner, DecodeVariantAndWorkListSourceFollowThePlan) {
   EXPECT_NE(describe(pl).find("kv_copy=cp.async"), std::string::npos) << describe(pl);
   pl.kv_format = KvFormat::mxfp4;
   EXPECT_EQ(describe(pl).find("kv_copy="), std::string::npos) << "MXFP4 has one copy path: " << describe(pl);
+  // Row pairs: MXFP4's one-tile kernel takes items of up to two 64-token tiles; bf16's pair kernel has
+  // one form.
+  pl.rows_per_item = 2;
+  pl.tokens_per_split = 128;
+  d = describe(pl);
+  EXPECT_NE(d.find("rows_per_item=2 kernel=one-tile"), std::string::npos) << d;
+  pl.kv_format = KvFormat::bf16;
+  d = describe(pl);
+  EXPECT_NE(d.find("rows_per_item=2 kernel=general"), std::string::npos) << d;
+  EXPECT_NE(d.find("kv_copy=cp.async"), std::string::npos) << d;
 }
 
 // The KV's L2 policy: evict-first for calls of s_q = 1 that read at most 4 × the L2, inclusive.

@@ -704,7 +704,7 @@ cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t s
   // Row pairs: bf16 and MXFP4, a CTA per item, merged by the combine kernel.
   if (pairs && (format == KvFormat::fp8 || p.cluster != 0 || p.ctas != p.num_items)) return cudaErrorInvalidValue;
   if (p.rows_per_item != 1 && !pairs) return cudaErrorInvalidValue;
-  const Variant v = decode_variant(p.ctas, p.num_items, p.max_item_tokens, p.rows_per_item);
+  const Variant v = decode_variant_of(format, p.ctas, p.num_items, p.max_item_tokens, p.rows_per_item);
   return launch_decode_kernel(kernel_info(format, v, p.kv_evict_first, p.kv_tma, pairs), p, stream);
 }
 

@@ -30,6 +30,12 @@ constexpr DecodeVariant decode_variant(int ctas, int num_items, int max_item_tok
   if (ctas < num_items) return DecodeVariant::walking;
   return max_item_tokens <= kShortItemTokens * rows_per_item ? DecodeVariant::one_tile : DecodeVariant::general;
 }
+// The variant `format`'s launch takes: decode_variant's, but bf16's row-pair kernel has one form.
+constexpr DecodeVariant decode_variant_of(KvFormat format, int ctas, int num_items, int max_item_tokens,
+                                          int rows_per_item) {
+  if (format == KvFormat::bf16 && rows_per_item == 2) return DecodeVariant::general;
+  return decode_variant(ctas, num_items, max_item_tokens, rows_per_item);
+}
 
 // Whether the kernel that `format` launches for variant v has a TMA instantiation (Plan::kv_tma picks
 // it): the general kernels of bf16 and fp8, and bf16's walking kernel. The one-tile kernels, and
