@@ -124,7 +124,8 @@ struct Plan {
   // cuda: 2 when each work item (CTA) takes two q rows of a request, which share their keys, so the
   // KV is read (and decoded) once for both — with an even s_q, MXFP4 where the rows hold at least 6
   // tiles of 64 tokens per slot, bf16 where they outnumber the SMs and average over 64 tiles
-  // (docs/design.md, "Row pairs"); else 1.
+  // (docs/design.md, "Row pairs"); else 1. With MXFP4 pairs, an E8M0 NaN scale in the last key of a pair's
+  // second row also reaches the pair's first row, which does not see that key but shares its decode.
   int rows_per_item = 1;
   // cuda: the KV is read under an L2 evict-first policy. plan() sets it when s_q = 1 and the call
   // reads at most 4 × the L2 (faster there on the H200; slower above); a caller may change it before

@@ -31,7 +31,7 @@ struct WorkItem {
                              // copies without loading it (a plan is for fixed lengths, hence bases)
   std::int32_t next = -1;    // walking grids: the index of the item this item's CTA takes next, or
                              // -1 for its last (CTA c starts at item c); unused otherwise
-  // Row pairs (the CUDA plan's MXFP4 kernel for an even s_q, pair_work_list): the item covers q rows
+  // Row pairs (the CUDA plan's bf16 and MXFP4 pair kernels, even s_q; row_pair_work_list): the item covers q rows
   // `request` and request + 1, which see the same keys but the last: [kv_begin, kv_end) is the second
   // row's range, [kv_begin, pair_end) the first's (kv_end − 1 on the pair's last piece, else kv_end).
   // The second row's partial goes to slot pair_partial (when partial ≥ 0). Unused otherwise.
@@ -200,7 +200,7 @@ WorkList simulated_work_list(std::span<const std::int32_t> kv_lengths, int slots
 // when no row is split, n > max_cluster, or rows · n items exceed one wave of `slots`.
 int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, std::vector<WorkItem>* items);
 
-// Row pairs (MXFP4's pair kernel for an even s_q, perf-notes v136). `pair_list`, a list over row pairs
+// Row pairs (the bf16 and MXFP4 pair kernels, even s_q; perf-notes v136, v137). `pair_list`, a list over row pairs
 // (row_pair_lengths: pair k of request b as its request b·(s_q / 2) + k, of `pair_lengths`), becomes
 // the list over q rows the kernel takes: each item names its pair's first q row (request = 2 · pair),
 // that row's end (pair_end: kv_end − 1 on the pair's last piece, else kv_end) and, when split, both
@@ -208,8 +208,9 @@ int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, 
 // split into n pieces at slots [F, F + n) of `pair_list` puts its first row's partials at [2F, 2F + n)
 // and its second row's at [2F + n, 2F + 2n), one 16-head slot each.
 WorkList row_pair_work_list(const WorkList& pair_list, std::span<const std::int32_t> pair_lengths);
-// Row pairs' list model: MXFP4's tile model (kSmBound's item overhead and margin) on one CTA per SM,
-// without its simulated launch (fitted to the one-row kernel's two CTAs per SM). Not fitted itself.
+// Row pairs' list model, both formats: MXFP4's tile model (kSmBound's item overhead and margin) on
+// one CTA per SM, without its simulated launch (fitted to the one-row kernel's two CTAs per SM). Not
+// fitted itself.
 constexpr ListModel kRowPairs{2, 2};
 // Whether the CUDA plan takes row pairs for q rows of these lengths (`row_lengths`, query_row_lengths)
 // on `slots` slots of the one-row kernel: when their tiles of `tile` tokens number at least

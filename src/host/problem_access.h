@@ -40,7 +40,7 @@ inline std::vector<std::int32_t> query_row_lengths(std::span<const std::int32_t>
   return rows;
 }
 
-// Row pairs (s_q even; the CUDA plan's MXFP4 kernel): pair k of request b, q rows b·s_q + 2k and + 1,
+// Row pairs (s_q even; the CUDA plan's pair kernels): pair k of request b, q rows b·s_q + 2k and + 1,
 // is the virtual request b·(s_q / 2) + k, of its second row's visible keys (the first sees one fewer,
 // or none when the second sees none).
 inline std::vector<std::int32_t> row_pair_lengths(std::span<const std::int32_t> request_lengths, int s_q) {

@@ -575,6 +575,31 @@ TEST(GpuDecode, NanInAReadRowReachesItsRequestOnly) {
   }
 }
 
+// Row pairs: a NaN in a request's last key reaches its last q row only — the first row of the pair
+// does not see that key (bf16's pair kernel takes its V out of the first row's P·V). MXFP4's pair kernel
+// shares one decoded Vt between the rows and does not (docs/design.md, "Row pairs").
+TEST(GpuDecode, Bf16RowPairsHideTheLastKeyFromTheFirstRow) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  CaseSpec spec = CaseSpec::uniform(67, 4161, KvFormat::bf16);  // 134 rows of 4,160 and 4,161 keys: pairs
+  spec.s_q = 2;
+  HostInputs in = make_inputs(spec);
+  GpuResult clean;
+  ASSERT_NO_FATAL_FAILURE(run_inputs(in, &clean));
+  ASSERT_EQ(clean.plan.rows_per_item, 2) << describe(clean.plan);
+  plant_read_nan(&in, 4160);  // request 0's last key (contiguous: physical row 4160)
+  GpuResult poisoned;
+  ASSERT_NO_FATAL_FAILURE(run_inputs(in, &poisoned));
+  const std::size_t per_row = std::size_t(kNumHeads) * kValueDim;
+  EXPECT_EQ(0, std::memcmp(clean.out.data(), poisoned.out.data(), per_row * 2)) << "q row 0 changed";
+  EXPECT_EQ(0, std::memcmp(clean.lse.data(), poisoned.lse.data(), kNumHeads * sizeof(float))) << "q row 0's LSE";
+  std::int64_t nan1 = 0;
+  for (std::size_t i = per_row; i < 2 * per_row; ++i) nan1 += std::isnan(bf16_to_float(poisoned.out[i])) ? 1 : 0;
+  EXPECT_GT(nan1, 0) << "q row 1 sees the NaN key and its output has no NaN";
+  EXPECT_EQ(0, std::memcmp(clean.out.data() + 2 * per_row, poisoned.out.data() + 2 * per_row,
+                           (poisoned.out.size() - 2 * per_row) * 2))
+      << "another request changed";
+}
+
 // A NaN in Q makes every partial of its split row NaN: the merge (combine kernels, clusters) must
 // pass it on rather than read the row as empty.
 TEST(GpuDecode, NanInQReachesASplitRow) {
@@ -1024,7 +1049,8 @@ TEST(GpuSanitizer, SmallSuite) {
   // MXFP4's row pairs (s_q 2): whole pairs, a first row of no key, and pairs split for the combine.
   {
     CaseSpec rp;
-    rp.kv_lens = std::vector<std::int32_t>(13, 4097);  // 1,690 tiles: row pairs on up to 140 SMs
+    rp.kv_lens = std::vector<std::int32_t>(13, 4097);  // 1,689 tiles: row pairs on up to 140 SMs; split
+                                                       // pairs, last pieces of one token
     rp.kv_lens.insert(rp.kv_lens.end(), {1, 65, 200});
     rp.format = KvFormat::mxfp4;
     rp.s_q = 2;
@@ -1156,17 +1182,21 @@ TEST(GpuDecode, Mxfp4RowPairs) {
   mixed.insert(mixed.end(), {1, 2, 3, 129, 130, 4098});
   const std::vector<Shape> shapes = {
       {mixed, 2, 16},
-      {std::vector<std::int32_t>(26, 4097), 2, 0},     // split: 128-token cuts, last pieces of 1 token
+      {std::vector<std::int32_t>(26, 4097), 2, 0},     // split pairs (one-token last pieces: the sanitizer case)
       {std::vector<std::int32_t>(64, 1024), 4, 0},     // two pairs per request, whole
       {testing::ragged_lengths(150, 9, 3000), 2, 64},  // ragged, paged
       {std::vector<std::int32_t>(300, 200), 2, 1},     // more pairs than a wave
+      {std::vector<std::int32_t>(800, 20), 2, 0},      // items of one 128-token tile: the one-tile pair kernel
   };
+  int one_tile = 0;
   for (const Shape& sh : shapes) {
     Plan pl;
     ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(sh.lens, KvFormat::mxfp4, sh.page, sh.s_q, 301 + sh.s_q, &pl));
     EXPECT_EQ(pl.rows_per_item, 2) << describe(pl);
     EXPECT_EQ(pl.cluster_size, 0) << describe(pl);
+    one_tile += describe(pl).find("kernel=one-tile") != std::string::npos ? 1 : 0;
   }
+  EXPECT_GE(one_tile, 1) << "no shape ran the one-tile pair kernel";
 }
 
 // bf16 with an even s_q runs row pairs (decode_bf16_pairs.cu) where the q rows outnumber the SMs and

@@ -617,7 +617,7 @@ using Variant = DecodeVariant;
 constexpr Variant kVariants[] = {Variant::general, Variant::walking, Variant::one_tile};
 
 // The kernel of `format` for variant v (fp8 and MXFP4 never walk: their general kernel) and the KV's
-// L2 policy; MXFP4's row-pair kernel with `row_pairs`.
+// L2 policy; with `row_pairs`, bf16's or MXFP4's row-pair kernel.
 DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, bool tma = false,
                          bool row_pairs = false) {
   switch (format) {
@@ -686,7 +686,7 @@ cudaError_t prepare_decode(KvFormat format) {
   for (Variant v : kVariants) {
     for (bool evict_first : {false, true}) {  // fp8, MXFP4: walking = general
       for (bool tma : {false, true}) {        // bf16's general and walking kernels, fp8's general one
-        for (bool pairs : {false, true}) {    // MXFP4's row-pair kernels
+        for (bool pairs : {false, true}) {    // the row-pair kernels (bf16, MXFP4)
           const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first, tma, pairs));
           if (e != cudaSuccess) return e;
         }

@@ -207,6 +207,21 @@ __global__ void __launch_bounds__(PT::kCtaThreads, 1) decode_bf16_pairs_kernel(c
       for (int kk = 0; kk < PT::kPvSteps; ++kk) {
         ldmatrix_x4_trans(va[mt % 2][kk], kv + bf16_stage::row_offset(16 * kk + v_row, 8 * mt + v_chunk));
       }
+      // A tile with keys the row does not see — the pair's last, which the first row's P masks but the
+      // stage holds as stored — takes their V out: 0 · NaN would still reach the row. Fragment k16
+      // step kk: registers 0/1 tokens 16kk + 2c, + 1 (dims D, D + 8), 2/3 the same + 8.
+      if (t0 + kTile > end) {
+#pragma unroll
+        for (int kk = 0; kk < PT::kPvSteps; ++kk) {
+          const int tok = t0 + 16 * kk + 2 * (lane % 4);
+          const std::uint32_t m0 = (tok < end ? 0xFFFFu : 0u) | (tok + 1 < end ? 0xFFFF0000u : 0u);
+          const std::uint32_t m8 = (tok + 8 < end ? 0xFFFFu : 0u) | (tok + 9 < end ? 0xFFFF0000u : 0u);
+          va[mt % 2][kk][0] &= m0;
+          va[mt % 2][kk][1] &= m0;
+          va[mt % 2][kk][2] &= m8;
+          va[mt % 2][kk][3] &= m8;
+        }
+      }
       fence_regs(o[mt]);
       wgmma_fence();
 #pragma unroll

@@ -1,7 +1,8 @@
-// wgmma building blocks shared by the sm90 wgmma decode kernels (decode_fp8.cu,
-// decode_mxfp4.cu): shared-memory descriptors of the no-swizzle canonical layouts, the
+// wgmma building blocks shared by the sm90 wgmma decode kernels (decode_fp8.cu, decode_mxfp4.cu,
+// decode_bf16_pairs.cu): shared-memory descriptors of the no-swizzle canonical layouts, the
 // warpgroup-level MMA wrappers, register fences, Q's global loads and the output epilogue. One warpgroup per CTA
-// (kThreads), or two for MXFP4's row pairs (the maxima and the epilogue then take kRows = 2).
+// (kThreads), or two for row pairs: MXFP4's share one item's columns (the maxima and the epilogue then
+// take kRows = 2), bf16's own a row each (CtaSyncWarpgroupWarps).
 #pragma once
 
 #include <cuda_runtime.h>
