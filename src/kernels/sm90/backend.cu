@@ -205,6 +205,7 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
     wl = *forced;
   } else if (row_pairs) {
     const std::vector<std::int32_t> pair_lengths = row_pair_lengths(request_lengths, p.s_q);
+    // At most half the layout's items: row_pair_work_list gives each split piece two partial slots.
     const WorkList pairs =
         balanced_work_list(pair_lengths, sms * sm90::decode_ctas_per_sm(p.kv.format, true),
                            sm90::decode_tile_tokens(p.kv.format, true), layout.max_items / 2, true, kRowPairs);
