@@ -54,6 +54,19 @@ TEST(SoftmaxState, EmptyStateIsTheIdentityOfMerge) {
 
 // A NaN term (a NaN logit or value upstream) keeps the state NaN through every operation: it never
 // reads as an empty state, which would turn a corrupt row into zeros and an LSE of −inf.
+// A block's weights against shift(): masked logits weigh 0 even while the state is empty (a row pair's
+// first row before it sees a key), where exp(−inf − m) with m = −inf would be NaN.
+TEST(SoftmaxState, ShiftOfTheEmptyStateWeighsMaskedLogitsZero) {
+  SoftmaxState<double> st = SoftmaxState<double>::empty();
+  EXPECT_EQ(st.shift(), 0.0);
+  EXPECT_TRUE(std::isnan(SoftmaxState<double>::exp(-INFINITY - st.m)));
+  EXPECT_EQ(SoftmaxState<double>::exp(-INFINITY - st.shift()), 0.0);
+  st.rescale_to(-INFINITY);  // a block of masked logits only: still empty
+  EXPECT_EQ(st.shift(), 0.0);
+  st.rescale_to(2.5);
+  EXPECT_EQ(st.shift(), 2.5);
+}
+
 TEST(SoftmaxState, NanIsNotEmpty) {
   State s = of({0.5, -3.0});
   s.add(NAN);

@@ -34,6 +34,10 @@ struct SoftmaxState {
     return factor;
   }
   MLA_HD void add(T p) { l += p; }
+  // The max a block's weights are taken against, exp(s − shift()): m, or 0 for the empty state, whose
+  // masked logits (−inf) then weigh exp(−inf) = 0 where −inf − (−inf) would be NaN. (A kernel whose
+  // state can still be empty at a block — a row that sees none of the block's keys — needs it.)
+  MLA_HD T shift() const { return m == T(-INFINITY) ? T(0) : m; }
 
   // Merges two partial states; writes the weights each side's accumulator gets
   // (acc = wa·acc_a + wb·acc_b). Empty sides get weight 0.

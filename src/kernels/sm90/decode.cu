@@ -686,10 +686,12 @@ cudaError_t prepare_decode(KvFormat format) {
   for (Variant v : kVariants) {
     for (bool evict_first : {false, true}) {  // fp8, MXFP4: walking = general
       for (bool tma : {false, true}) {        // bf16's general and walking kernels, fp8's general one
-        for (bool pairs : {false, true}) {    // the row-pair kernels (bf16, MXFP4)
-          const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first, tma, pairs));
-          if (e != cudaSuccess) return e;
-        }
+        const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first, tma));
+        if (e != cudaSuccess) return e;
+      }
+      if (decode_row_pairs(format, 2) && v != Variant::walking) {  // the row-pair kernels (bf16, MXFP4)
+        const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first, false, true));
+        if (e != cudaSuccess) return e;
       }
     }
   }

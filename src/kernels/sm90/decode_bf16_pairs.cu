@@ -179,8 +179,8 @@ __global__ void __launch_bounds__(PT::kCtaThreads, 1) decode_bf16_pairs_kernel(c
     float pw[4][2];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      // (The first row may see no token of a tile, or of the whole item so far: m = −inf.)
-      const float m = st[i].m != -INFINITY ? st[i].m : 0.f;
+      // (The first row may see no token of a tile, or of the whole item so far: shift().)
+      const float m = st[i].shift();
       pw[i][0] = SoftmaxState<float>::exp(x[i][0] - m);
       pw[i][1] = SoftmaxState<float>::exp(x[i][1] - m);
       st[i].add(pw[i][0] + pw[i][1]);

@@ -81,8 +81,8 @@ constexpr int kRawPerThread = kTile * T1::kChunks / kThreads;  // 16-byte raw ch
 template <int kRows>
 struct Smem {
   using T = Traits<kRows>;
-  alignas(
-      128) std::uint8_t kv[kRows][kTile][T::kRowBytes];  // raw tile per warpgroup: [token][E2M1 bytes], chunks swizzled
+  // Raw tile per warpgroup: [token][E2M1 bytes], chunks swizzled.
+  alignas(128) std::uint8_t kv[kRows][kTile][T::kRowBytes];
   // Vt: core matrix (value rows 8r..8r+7, tokens 8j..8j+7) = vt[r][j], 8 tokens × 16 bytes.
   alignas(128) std::uint8_t vt[kValueDim / 8][T::kCtaTile / 8][8][16];
   CoreTile<T::kCols, 2 * kHeadDim> q;                        // Q, bf16, dims permuted; rows 16r + head
@@ -539,8 +539,8 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
     float pw[kI][2];  // P·2^(R_w − A) of column acc_head(i, c) at tokens u0, u0 + 8
 #pragma unroll
     for (int i = 0; i < kI; ++i) {
-      // (A row pair's first row may see no token of a tile, or of the whole item so far: m = −inf.)
-      const float m = kRows == 1 || st[i].m != -INFINITY ? st[i].m : 0.f;
+      // (A row pair's first row may see no token of a tile, or of the whole item so far: shift().)
+      const float m = kRows == 1 ? st[i].m : st[i].shift();
       const float p0 = SoftmaxState<float>::exp(x[i][0] - m), p1 = SoftmaxState<float>::exp(x[i][1] - m);
       st[i].add(p0 + p1);
       pw[i][0] = p0 * pscale;
