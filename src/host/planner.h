@@ -31,7 +31,7 @@ struct WorkItem {
                              // copies without loading it (a plan is for fixed lengths, hence bases)
   std::int32_t next = -1;    // walking grids: the index of the item this item's CTA takes next, or
                              // -1 for its last (CTA c starts at item c); unused otherwise
-  // Row pairs (the CUDA plan's bf16 and MXFP4 pair kernels, even s_q; row_pair_work_list): the item covers q rows
+  // Row pairs (the CUDA plan's pair kernels, even s_q; row_pair_work_list): the item covers q rows
   // `request` and request + 1, which see the same keys but the last: [kv_begin, kv_end) is the second
   // row's range, [kv_begin, pair_end) the first's (kv_end − 1 on the pair's last piece, else kv_end).
   // The second row's partial goes to slot pair_partial (when partial ≥ 0). Unused otherwise.
@@ -200,7 +200,7 @@ WorkList simulated_work_list(std::span<const std::int32_t> kv_lengths, int slots
 // when no row is split, n > max_cluster, or rows · n items exceed one wave of `slots`.
 int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, std::vector<WorkItem>* items);
 
-// Row pairs (the bf16 and MXFP4 pair kernels, even s_q; perf-notes v136, v137). `pair_list`, a list over row pairs
+// Row pairs (each format's pair kernel, even s_q; perf-notes v136–v138). `pair_list`, a list over row pairs
 // (row_pair_lengths: pair k of request b as its request b·(s_q / 2) + k, of `pair_lengths`), becomes
 // the list over q rows the kernel takes: each item names its pair's first q row (request = 2 · pair),
 // that row's end (pair_end: kv_end − 1 on the pair's last piece, else kv_end) and, when split, both
@@ -208,7 +208,7 @@ int cluster_work_list(const WorkList& wl, int rows, int max_cluster, int slots, 
 // split into n pieces at slots [F, F + n) of `pair_list` puts its first row's partials at [2F, 2F + n)
 // and its second row's at [2F + n, 2F + 2n), one 16-head slot each.
 WorkList row_pair_work_list(const WorkList& pair_list, std::span<const std::int32_t> pair_lengths);
-// Row pairs' list model, both formats: MXFP4's tile model (kSmBound's item overhead and margin) on
+// Row pairs' list model, every format: MXFP4's tile model (kSmBound's item overhead and margin) on
 // one CTA per SM, without its simulated launch (fitted to the one-row kernel's two CTAs per SM). Not
 // fitted itself.
 constexpr ListModel kRowPairs{2, 2};
@@ -216,9 +216,10 @@ constexpr ListModel kRowPairs{2, 2};
 // on `slots` slots of the one-row kernel: when their tiles of `tile` tokens number at least
 // kRowPairsMinTilesPerSlot per slot. A pair's CTA (two warpgroups, one per SM) runs its phases in
 // step, so a call of few tiles per SM, a chain of latencies, is faster a row per CTA; measured on
-// the H200 at s_q 2 (perf-notes v136): 4 × 1024 (0.5 tiles per slot) +32 %, 4 × 8192 and 32 × 1024
-// (3.9) +2.6 %, 64 × 1024 (7.8) −1.4 %, 256 × 1024 (15.5) −8.9 %, 32 × 8192 (31) −10.4 %,
-// 64 × 8192 −15.4 %, 256 × 8192 −17.9 %.
+// the H200 at s_q 2 — MXFP4 (perf-notes v136): 4 × 1024 (0.5 tiles per slot) +32 %, 4 × 8192 and
+// 32 × 1024 (3.9) +2.6 %, 64 × 1024 (7.8) −1.4 %, 256 × 1024 (15.5) −8.9 %, 32 × 8192 (31) −10.4 %,
+// 64 × 8192 −15.4 %, 256 × 8192 −17.9 %; fp8 (v138): 4 × 1024 +23 %, 4 × 8192 +0.5 %, 32 × 1024
+// +3.2 %, 64 × 1024 −10.2 %, 256 × 1024 −18.8 %, 32 × 8192 −21.0 %, 64–256 × 8192 −25 to −26 %.
 constexpr int kRowPairsMinTilesPerSlot = 6;
 bool row_pairs_pay(std::span<const std::int32_t> row_lengths, int slots, int tile);
 // bf16's row pairs (decode_bf16_pairs.cu: a warpgroup per row, two stages where the one-row kernel

@@ -831,7 +831,7 @@ TEST(GpuDecode, TailRequestsCutToFillTheLastWave) {
       for (std::size_t b = 5; b < lens.size(); b += 41) lens[b] = 1999 - int(b);
       Plan pl;
       ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(lens, f, sh.page, sh.s_q, 331 + sh.page + sh.s_q, &pl));
-      // The tail (about a sixth of the rows) is cut, the rest stays whole. (MXFP4's row pairs, s_q 2: a
+      // The tail (about a sixth of the rows) is cut, the rest stays whole. (Row pairs, s_q 2: a
       // CTA per SM takes the pairs, timelines over them: every pair may be cut, but more items than pairs.)
       if (pl.rows_per_item == 2) {
         EXPECT_GT(pl.num_work_items, rows / 2) << describe(pl);
@@ -1046,13 +1046,13 @@ TEST(GpuSanitizer, SmallSuite) {
     EXPECT_TRUE(r.cmp.ok()) << pairs.name() << ": " << r.cmp.summary();
     EXPECT_EQ(r.plan.cluster_size, 2) << describe(r.plan);
   }
-  // MXFP4's row pairs (s_q 2): whole pairs, a first row of no key, and pairs split for the combine.
-  {
+  // fp8's and MXFP4's row pairs (s_q 2): whole pairs, a first row of no key, and pairs split for the combine.
+  for (KvFormat f : {KvFormat::mxfp4, KvFormat::fp8}) {
     CaseSpec rp;
     rp.kv_lens = std::vector<std::int32_t>(13, 4097);  // 1,689 tiles: row pairs on up to 140 SMs; split
                                                        // pairs, last pieces of one token
     rp.kv_lens.insert(rp.kv_lens.end(), {1, 65, 200});
-    rp.format = KvFormat::mxfp4;
+    rp.format = f;
     rp.s_q = 2;
     rp.dist = Distribution::peaked;
     rp.page_size = 16;
@@ -1168,12 +1168,11 @@ TEST(GpuDecode, WorkspaceTooSmallRejected) {
 
 // s_q = 2..4 (multi-token prediction): query token i of a request sees its first L − s_q + i + 1
 // keys; lengths below s_q give rows with no visible key (zeros, LSE −inf).
-// MXFP4 with an even s_q runs row pairs (two q rows per CTA, docs/design.md) where the call has at
-// least kRowPairsMinTilesPerSlot tiles per slot (every shape here, on 132 SMs): whole and split pairs,
-// pieces whose last holds one token (the first row sees none of it), first rows that see no key,
-// ragged and paged batches, s_q 2 and 4.
-TEST(GpuDecode, Mxfp4RowPairs) {
-  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+// fp8 and MXFP4 with an even s_q run row pairs (two q rows per CTA, docs/design.md) where the call has
+// at least kRowPairsMinTilesPerSlot tiles per slot (every shape here, on 132 SMs): whole and split
+// pairs, pieces whose last holds one token (the first row sees none of it), first rows that see no
+// key, ragged and paged batches, s_q 2 and 4, and items of one 128-token tile (the one-tile pair kernel).
+void expect_row_pairs_correct(KvFormat format, int seed) {
   struct Shape {
     std::vector<std::int32_t> lens;
     int s_q, page;
@@ -1191,12 +1190,20 @@ TEST(GpuDecode, Mxfp4RowPairs) {
   int one_tile = 0;
   for (const Shape& sh : shapes) {
     Plan pl;
-    ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(sh.lens, KvFormat::mxfp4, sh.page, sh.s_q, 301 + sh.s_q, &pl));
+    ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(sh.lens, format, sh.page, sh.s_q, seed + sh.s_q, &pl));
     EXPECT_EQ(pl.rows_per_item, 2) << describe(pl);
     EXPECT_EQ(pl.cluster_size, 0) << describe(pl);
     one_tile += describe(pl).find("kernel=one-tile") != std::string::npos ? 1 : 0;
   }
   EXPECT_GE(one_tile, 1) << "no shape ran the one-tile pair kernel";
+}
+TEST(GpuDecode, Mxfp4RowPairs) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  expect_row_pairs_correct(KvFormat::mxfp4, 301);
+}
+TEST(GpuDecode, Fp8RowPairs) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  expect_row_pairs_correct(KvFormat::fp8, 351);
 }
 
 // bf16 with an even s_q runs row pairs (decode_bf16_pairs.cu) where the q rows outnumber the SMs and

@@ -195,9 +195,9 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   // (perf-notes v134); its other batches: the tile model's list, then walking (below).
   const bool bf16_ragged =
       forced == nullptr && p.kv.format == KvFormat::bf16 && ragged_batch(request_lengths, int(p.total_q));
-  // bf16 and MXFP4 with an even s_q: row pairs, each CTA both rows of a pair (the KV read, and for
-  // MXFP4 decoded, once for two rows; perf-notes v136, v137), the tile model's timelines over the
-  // pairs on one CTA per SM — where they measured faster (bf16_row_pairs_pay, row_pairs_pay).
+  // An even s_q: row pairs, each CTA both rows of a pair (the KV read, and for fp8 and MXFP4 converted,
+  // once for two rows; perf-notes v136–v138), the tile model's timelines over the pairs on one CTA
+  // per SM — where they measured faster (bf16_row_pairs_pay; fp8 and MXFP4: row_pairs_pay).
   const bool row_pairs =
       forced == nullptr && sm90::decode_row_pairs(p.kv.format, p.s_q) &&
       (p.kv.format == KvFormat::bf16 ? bf16_row_pairs_pay(lengths, sms, tile) : row_pairs_pay(lengths, slots, tile));

@@ -617,7 +617,7 @@ using Variant = DecodeVariant;
 constexpr Variant kVariants[] = {Variant::general, Variant::walking, Variant::one_tile};
 
 // The kernel of `format` for variant v (fp8 and MXFP4 never walk: their general kernel) and the KV's
-// L2 policy; with `row_pairs`, bf16's or MXFP4's row-pair kernel.
+// L2 policy; with `row_pairs`, the format's row-pair kernel.
 DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, bool tma = false,
                          bool row_pairs = false) {
   switch (format) {
@@ -633,7 +633,7 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, b
       }
       return bf16_kernel_info<false>(evict_first);
     case KvFormat::fp8:
-      return decode_fp8_kernel_info(v == Variant::one_tile, evict_first, tma);
+      return decode_fp8_kernel_info(v == Variant::one_tile, evict_first, tma, row_pairs);
     case KvFormat::mxfp4:
       return decode_mxfp4_kernel_info(v == Variant::one_tile, evict_first, row_pairs);
   }
@@ -643,7 +643,8 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, b
 }  // namespace
 
 bool decode_row_pairs(KvFormat format, int s_q) {
-  return format != KvFormat::fp8 && s_q % 2 == 0;
+  (void)format;  // every format has one
+  return s_q % 2 == 0;
 }
 
 int decode_tile_tokens(KvFormat format, bool row_pairs) {
@@ -651,9 +652,8 @@ int decode_tile_tokens(KvFormat format, bool row_pairs) {
     case KvFormat::bf16:
       return Traits<KvFormat::bf16>::kTile;
     case KvFormat::fp8:
-      return wg::kTile;
     case KvFormat::mxfp4:
-      return row_pairs ? 2 * wg::kTile : wg::kTile;  // a warpgroup per row of the pair, 64 tokens each
+      return row_pairs ? 2 * wg::kTile : wg::kTile;  // row pairs: two warpgroups, 64 tokens each
   }
   return 64;
 }
@@ -689,7 +689,7 @@ cudaError_t prepare_decode(KvFormat format) {
         const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first, tma));
         if (e != cudaSuccess) return e;
       }
-      if (decode_row_pairs(format, 2) && v != Variant::walking) {  // the row-pair kernels (bf16, MXFP4)
+      if (decode_row_pairs(format, 2) && v != Variant::walking) {  // the row-pair kernels
         const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first, false, true));
         if (e != cudaSuccess) return e;
       }
@@ -703,8 +703,8 @@ int decode_max_active_clusters(KvFormat format, int n) {
 
 cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t stream) {
   const bool pairs = p.rows_per_item == 2;
-  // Row pairs: bf16 and MXFP4, a CTA per item, merged by the combine kernel.
-  if (pairs && (format == KvFormat::fp8 || p.cluster != 0 || p.ctas != p.num_items)) return cudaErrorInvalidValue;
+  // Row pairs: a CTA per item, merged by the combine kernel.
+  if (pairs && (p.cluster != 0 || p.ctas != p.num_items)) return cudaErrorInvalidValue;
   if (p.rows_per_item != 1 && !pairs) return cudaErrorInvalidValue;
   const Variant v = decode_variant_of(format, p.ctas, p.num_items, p.max_item_tokens, p.rows_per_item);
   return launch_decode_kernel(kernel_info(format, v, p.kv_evict_first, p.kv_tma, pairs), p, stream);

@@ -25,10 +25,21 @@
 //
 // K and V are never expanded in shared or global memory; the fp8 tensor scale and 2^-8 of P are
 // folded into the logit scale and the output. MXFP4 is decode_mxfp4.cu's.
+//
+// Row pairs (kRows = 2; the plan's for an even s_q, WorkItem::pair_end): one CTA takes q rows v and
+// v + 1 of a request, which share their keys (the first sees all but the last). Two warpgroups, one
+// CTA per SM (~190 KB), tiles of 128 tokens in two stages: warpgroup g copies (cp.async only) and
+// converts tokens 64g..64g+63 on its own mbarriers as above and runs Sᵀ for both rows at once
+// (N = 32: columns 16r + head of row v + r; two accumulator chains); the maxima and P span both
+// warpgroups (8 warps); Oᵀ += Vᵀ·Pᵀ, N = 32, splits the dims: warpgroup g owns m-tiles 4g..4g+3 over
+// both halves of the tile (a fresh accumulator per half). Every K fragment is converted once for
+// both rows, and each wgmma carries both rows' heads. As with MXFP4's pairs, one Vᵀ fragment serves
+// both rows: an e4m3 NaN stored in the pair's last key reaches the first row through 0 · NaN.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/bf16.h"
 #include "kernels/common/formats.h"
@@ -45,39 +56,54 @@ namespace {
 
 using namespace wg;
 
+// kRows: 1, or 2 for row pairs (an even s_q: q rows v, v + 1 of a request per CTA; the header).
+template <int kRows>
 struct Traits {
+  static_assert(kRows == 1 || kRows == 2, "one q row, or a row pair");
   static constexpr int kRowBytes = kHeadDim;  // e4m3
-  static constexpr int kCtasPerSm = 2;
+  static constexpr int kCtasPerSm = kRows == 1 ? 2 : 1;
+  static constexpr int kCtaThreads = kThreads * kRows;  // a warpgroup per 64 tokens of the tile
+  static constexpr int kCtaWarps = kWarps * kRows;
+  static constexpr int kCols = kNumHeads * kRows;    // N of Sᵀ and Oᵀ: every row's heads
+  static constexpr int kCtaTile = kTile * kRows;     // tokens per tile; warpgroup g: 64g..64g+63
+  static constexpr int kWgMTiles = kMTiles / kRows;  // Oᵀ m-tiles per warpgroup
   static constexpr int kStages = 2;
-  static constexpr int kBatch = 6;       // S k16 steps per register batch (3 ldmatrix of 2 steps)
-  static constexpr int kPTerms = 2;      // P·2^8 = P_hi + P_lo
-  static constexpr int kPBytes = kTile;  // bytes per P row
-  static constexpr int kPvSteps = 2;     // k32 steps of P·V per tile
+  static constexpr int kBatch = 6;                    // S k16 steps per register batch (3 ldmatrix of 2 steps)
+  static constexpr int kChains = kRows == 1 ? 4 : 2;  // Sᵀ accumulator chains (N = 32 ones: two fit)
+  static constexpr int kPTerms = 2;                   // P·2^8 = P_hi + P_lo
+  static constexpr int kPBytes = kCtaTile;            // bytes per P row
+  static constexpr int kPvSteps = 2;                  // k32 steps of P·V per 64 tokens
   static constexpr float kOutScale = 1.f / 256.f;
   // A head's running max moves only when a tile's logits exceed it by more than this (tile_maxima):
   // P ≤ e^0.5 keeps P·2^8 ≤ 423 within e4m3's 448.
   static constexpr float kSlack = 0.5f;
 };
+using T1 = Traits<1>;  // the row-independent constants
 
+template <int kRows>
 struct Smem {
-  using T = Traits;
-  alignas(128) std::uint8_t kv[T::kStages][kTile * T::kRowBytes];  // the KV as stored, swizzled: kv_offset
-  CoreTile<kNumHeads, 2 * kHeadDim> q;                             // Q, fp16 · 2^e, dims permuted
-  CoreTile<kNumHeads, T::kPBytes> p[T::kPTerms];                   // P, token slots in fragment order
-  float red[kWarps][kNumHeads];                                    // per-warp tile max (then l) per head
-  float logit_scale[kNumHeads];                                    // per head (× 2^-e)
-  std::uint64_t full[T::kStages];                                  // stage s holds tile t (t ≡ s): phase t / kStages
+  using T = Traits<kRows>;
+  // Stage s, warpgroup g's 64 tokens: the KV as stored, swizzled (kv_offset).
+  alignas(128) std::uint8_t kv[T::kStages][kRows][kTile * T::kRowBytes];
+  CoreTile<T::kCols, 2 * kHeadDim> q;            // Q, fp16 · 2^e, dims permuted; rows 16r + head
+  CoreTile<T::kCols, T::kPBytes> p[T::kPTerms];  // P, token slots in fragment order
+  float red[T::kCtaWarps][T::kCols];             // per-warp tile max (then l) per column
+  float logit_scale[T::kCols];                   // per column (× 2^-e)
+  std::uint64_t full[T::kStages][kRows];  // stage s, warpgroup g's half holds tile t (t ≡ s): phase t / kStages
 };
-// The TMA kernel asks for kSwizzleAlign more and aligns the stages to it (the 128-byte swizzle
-// follows address bits 7..9).
-template <bool kTma>
-constexpr std::size_t kSmemBytes = sizeof(Smem) + (kTma ? kSwizzleAlign : 0);
-static_assert(Traits::kCtasPerSm * (kSmemBytes<true> + 1024) <= 228 * 1024,
+// The TMA kernel (one row) asks for kSwizzleAlign more and aligns the stages to it (the 128-byte
+// swizzle follows address bits 7..9).
+template <int kRows, bool kTma>
+constexpr std::size_t kSmemBytes = sizeof(Smem<kRows>) + (kTma ? kSwizzleAlign : 0);
+static_assert(T1::kCtasPerSm * (kSmemBytes<1, true> + 1024) <= 228 * 1024,
               "fp8: kCtasPerSm CTAs must fit one SM's shared memory");
-static_assert(offsetof(Smem, kv) == 0 && sizeof(Smem::kv[0]) % kSwizzleAlign == 0,
+static_assert(kSmemBytes<2, false> + 1024 <= 228 * 1024 && kSmemBytes<2, false> <= 227 * 1024,
+              "fp8 row pairs: one CTA must fit one SM's shared memory");
+static_assert(offsetof(Smem<1>, kv) == 0 && sizeof(Smem<1>::kv[0]) % kSwizzleAlign == 0,
               "aligning the Smem aligns every stage");
-static_assert(sizeof(Smem::kv[0]) >= sizeof(ClusterExchange), "cluster mode: the exchange fits stage 0");
-static_assert(Traits::kCtasPerSm <= kMaxDecodeCtasPerSm, "the workspace is sized for kMaxDecodeCtasPerSm CTAs per SM");
+static_assert(sizeof(Smem<1>::kv[0]) >= sizeof(ClusterExchange), "cluster mode: the exchange fits stage 0");
+static_assert(sizeof(Smem<2>::kv[0]) >= sizeof(ClusterExchange), "a row pair's epilogue scratch fits stage 0");
+static_assert(T1::kCtasPerSm <= kMaxDecodeCtasPerSm, "the workspace is sized for kMaxDecodeCtasPerSm CTAs per SM");
 
 // ── e4m3 helpers ────────────────────────────────────────────────────────────────────────────────
 // Two floats → e4m3x2 (round to nearest even, saturating): `lo` in the low byte.
@@ -126,18 +152,18 @@ template <bool kTma>
 __device__ __forceinline__ int kv_offset(int r, int c) {
   return kTma ? fp8_stage::pairs::kv_offset(r, c) : fp8_stage::kv_offset(r, c);
 }
-static_assert(fp8_stage::kRowBytes == Traits::kRowBytes && fp8_stage::kRows == kTile,
-              "fp8_stage.h describes this tile");
+static_assert(fp8_stage::kRowBytes == T1::kRowBytes && fp8_stage::kRows == kTile, "fp8_stage.h describes this tile");
 
-// Tokens [t0, t0 + 64) ∩ [.., end) into stage `s` by cp.async; every thread then arrives on the
-// stage's barrier once its copies landed (128 arrivals per phase). Two ways:
+// A warpgroup's tokens [t0, t0 + 64) ∩ [.., end) — the tile, or with row pairs its warpgroup's half —
+// into `stage` by cp.async, thread `tid` of the warpgroup; every thread then arrives on the stage's
+// barrier `full` once its copies landed (128 arrivals per phase). Two ways:
 // * a dense full tile (row stride 576) of a contiguous cache or in one page of 64 rows (36,864
 //   contiguous bytes, from a 128-byte boundary when its first row is even): 16-byte pieces
 //   n = tid + 128k (k < 18) at byte 16n, 8 lanes per whole line, to stage offset
 //   16n ^ (f(n / 36) << 4) (= kv_offset(n / 36, n % 36));
 // * any other tile row by row: warp w copies rows 16w..16w+15, four at a time, lanes 8i..8i+7 take
-//   128 bytes of one row per request; rows past `end` are zero-filled (they point at token t0,
-//   which exists, and copy 0 bytes).
+//   128 bytes of one row per request; rows past `end` are zero-filled (they point at token `first`,
+//   the CTA tile's first, which exists, and copy 0 bytes).
 // The TMA kernel (kTma) takes a dense tile from an even row by one tensor-map copy instead: thread 0
 // announces 36,864 bytes and copies the tile's 32 row pairs as 9 boxes of 32 pairs × 128 bytes (a
 // dense tile from an odd row goes row by row).
@@ -153,14 +179,15 @@ struct TileSource {
   bool dense;
   int pair;  // kTma: the tile's first row pair in DecodeParams::kv_map when it goes by TMA, else −1
 };
-constexpr int kDensePieces = kTile * Traits::kRowBytes / 16 / kThreads;  // 18 per thread
-static_assert(kTile * Traits::kRowBytes % (16 * kThreads) == 0 && kDensePieces % 3 == 0,
+constexpr int kDensePieces = kTile * T1::kRowBytes / 16 / kThreads;  // 18 per thread
+static_assert(kTile * T1::kRowBytes % (16 * kThreads) == 0 && kDensePieces % 3 == 0,
               "whole 16-byte pieces per thread, in three parts");
 template <bool kTma>
-__device__ __forceinline__ TileSource tile_source(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
+__device__ __forceinline__ TileSource tile_source(const DecodeParams& p, const KvRowMap& rows, int t0, int first,
+                                                  int end, unsigned tid) {
   TileSource ts{};
   ts.pair = -1;
-  if (p.kv_row_stride == Traits::kRowBytes && t0 + kTile <= end && (rows.contiguous() || p.page_shift >= 6)) {
+  if (p.kv_row_stride == T1::kRowBytes && t0 + kTile <= end && (rows.contiguous() || p.page_shift >= 6)) {
     // Pages of ≥ 64 rows: the tile is in one page, since tiles start at multiples of 64 (work items
     // are cut on tile boundaries: Planner.CoversEveryTokenOnce).
     const std::int64_t row = rows(t0);
@@ -172,29 +199,29 @@ __device__ __forceinline__ TileSource tile_source(const DecodeParams& p, const K
     } else {
       // The thread's 16·tid is added here, once: piece k is then src[0] plus the constant 2048k, which
       // the copies take as immediates (perf-notes v99: no 64-bit address arithmetic per piece).
-      ts.src[0] = p.kv + row * Traits::kRowBytes + 16 * int(threadIdx.x);
+      ts.src[0] = p.kv + row * T1::kRowBytes + 16 * int(tid);
       ts.dense = true;
       return ts;
     }
   }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = int(tid / 32), lane = int(tid % 32);
   const int n0 = t0 + 16 * warp + lane / 8;  // row i: token n0 + 4i
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int n = n0 + 4 * i;
     ts.valid |= (n < end ? 1u : 0u) << i;
-    ts.src[i] = p.kv + rows.row_or_first(n, t0, end) * p.kv_row_stride + (lane % 8) * 16;
+    ts.src[i] = p.kv + rows.row_or_first(n, first, end) * p.kv_row_stride + (lane % 8) * 16;
   }
   return ts;
 }
 template <int kPart, bool kEvictFirst, bool kTma>
-__device__ __forceinline__ void copy_tile(Smem& sm, const DecodeParams& p, int s, const TileSource& ts) {
-  std::uint8_t* stage = sm.kv[s];
+__device__ __forceinline__ void copy_tile(std::uint8_t* stage, std::uint64_t* full, const DecodeParams& p,
+                                          const TileSource& ts, unsigned tid) {
   if (kTma && ts.pair >= 0) {
-    if (threadIdx.x == 0) {
-      if (kPart == 0) tma_tile_copy<kEvictFirst>(stage, &p.kv_map, ts.pair, fp8_stage::kBytes, &sm.full[s]);  // 9 boxes
+    if (tid == 0) {
+      if (kPart == 0) tma_tile_copy<kEvictFirst>(stage, &p.kv_map, ts.pair, fp8_stage::kBytes, full);  // 9 boxes
     } else if (kPart == 2) {
-      mbar_arrive(&sm.full[s]);
+      mbar_arrive(full);
     }
     return;
   }
@@ -202,13 +229,13 @@ __device__ __forceinline__ void copy_tile(Smem& sm, const DecodeParams& p, int s
     constexpr int k0 = kPart * kDensePieces / 3, k1 = (kPart + 1) * kDensePieces / 3;
 #pragma unroll
     for (int k = k0; k < k1; ++k) {
-      const int n = int(threadIdx.x) + kThreads * k;  // piece n of the tile: row n / 36
+      const int n = int(tid) + kThreads * k;  // piece n of the tile: row n / 36
       cp_async16_kv<kEvictFirst>(stage + fp8_stage::dense_offset(n), ts.src[0] + 16 * kThreads * k, 16);
     }
   } else {
     constexpr int i0 = kPart, i1 = kPart == 2 ? 4 : kPart + 1;  // rows: a quarter, a quarter, a half
-    constexpr int kChunks = Traits::kRowBytes / 16;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int kChunks = T1::kRowBytes / 16;
+    const int warp = int(tid / 32), lane = int(tid % 32);
 #pragma unroll
     for (int i = i0; i < i1; ++i) {
       const int r = 16 * warp + lane / 8 + 4 * i, bytes = (ts.valid >> i) & 1u ? 16 : 0;
@@ -219,14 +246,17 @@ __device__ __forceinline__ void copy_tile(Smem& sm, const DecodeParams& p, int s
       }
     }
   }
-  if (kPart == 2) cp_async_arrive(&sm.full[s]);
+  if (kPart == 2) cp_async_arrive(full);
 }
 // ── Q ───────────────────────────────────────────────────────────────────────────────────────────
 // Q of q row `v` → shared memory in the wgmma K-major layout: fp16, head h scaled by 2^e_h (max
 // |Q·2^e| in [2^13, 2^14): exact for every element down to 2^-27 of the head's largest); within each
 // 16 dims, dim 4c + r sits in k slot 2c + r (r < 2) or 8 + 2c + r − 2. Called once the first tiles'
-// copies are out (fetch_q issued the loads first thing).
-__device__ __forceinline__ void store_q(Smem& sm, const DecodeParams& p, const QRegs& q) {
+// copies are out (fetch_q issued the loads first thing). Row pairs: fetch_q(p, v) on two warpgroups
+// loads rows v and v + 1 (the second warpgroup's q_piece heads 16..31, of the next row), stored as
+// columns 16r + head.
+template <int kRows>
+__device__ __forceinline__ void store_q(Smem<kRows>& sm, const DecodeParams& p, const QRegs& q) {
   constexpr int kPerThread = kQPerThread;
   const uint4(&x)[kPerThread] = q.x;
   // |Q| max of this thread's head: its own pieces, then the head's 8 lanes (q_piece).
@@ -268,72 +298,75 @@ __device__ __forceinline__ void store_q(Smem& sm, const DecodeParams& p, const Q
 // S: the K fragments of k16 steps k0 .. k0 + kBatch − 1 (rows g / g+8 = tokens 16w + g, + 8), in two
 // steps so that the ldmatrix results are in flight across the wgmma wait: k_raw (an ldmatrix per two
 // steps, 4 e4m3 bytes per register) and k_convert (one exact cvt per pair).
+// `tile`: the warpgroup's 64 tokens of the stage; `warp`: of the warpgroup.
 struct KRaw {
-  std::uint32_t r[Traits::kBatch / 2][4];
+  std::uint32_t r[T1::kBatch / 2][4];
 };
-template <bool kTma>
-__device__ __forceinline__ KRaw k_raw(const Smem& sm, int stage, int k0) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+template <bool kTma, int kRows>
+__device__ __forceinline__ KRaw k_raw(const Smem<kRows>& sm, int stage, int half, int warp, int k0) {
+  const std::uint8_t* tile = sm.kv[stage][half];  // (taken here, not passed: ptxas then folds the k offsets)
+  const int lane = threadIdx.x % 32;
   KRaw x;
   if constexpr (kTma) {
     // Row k_row, chunks k + lane / 16: offset 4096·(k / 8) + k_base(k % 8), four bases per thread.
     namespace fs = fp8_stage::pairs;
     const std::uint8_t* base[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) base[j] = sm.kv[stage] + fs::k_base(lane, warp, 2 * j);
+    for (int j = 0; j < 4; ++j) base[j] = tile + fs::k_base(lane, warp, 2 * j);
 #pragma unroll
-    for (int jj = 0; jj < Traits::kBatch / 2; ++jj) {
+    for (int jj = 0; jj < T1::kBatch / 2; ++jj) {
       const int k = k0 + 2 * jj;                                           // k16 steps k, k + 1: chunks k, k + 1
       ldmatrix_x4(x.r[jj], base[(k % 8) / 2] + fs::kBoxStride * (k / 8));  // = k_offset(lane, warp, k)
     }
   } else {
     // Row 16w + lane % 8 + 8·((lane / 8) % 2), chunks k + lane / 16: two offsets per thread (k & 2).
-    const std::uint8_t* row = sm.kv[stage] + (16 * warp + lane % 8 + 8 * ((lane / 8) % 2)) * Traits::kRowBytes;
+    const std::uint8_t* row = tile + (16 * warp + lane % 8 + 8 * ((lane / 8) % 2)) * T1::kRowBytes;
     const std::uint8_t* row0 = row + fp8_stage::k_chunk_offset(lane, 0);
     const std::uint8_t* row2 = row + fp8_stage::k_chunk_offset(lane, 2);
 #pragma unroll
-    for (int jj = 0; jj < Traits::kBatch / 2; ++jj) {
+    for (int jj = 0; jj < T1::kBatch / 2; ++jj) {
       const int k = k0 + 2 * jj;                                      // k16 steps k, k + 1: chunks k, k + 1
       ldmatrix_x4(x.r[jj], ((k & 2) ? row2 : row0) + 16 * (k & ~3));  // = row + k_chunk_offset(lane, k)
     }
   }
   return x;
 }
-__device__ __forceinline__ void k_convert(const KRaw& x, std::uint32_t (&a)[Traits::kBatch][4]) {
+__device__ __forceinline__ void k_convert(const KRaw& x, std::uint32_t (&a)[T1::kBatch][4]) {
 #pragma unroll
-  for (int jj = 0; jj < Traits::kBatch / 2; ++jj) {
+  for (int jj = 0; jj < T1::kBatch / 2; ++jj) {
     e4m3x4_to_f16x2x2(x.r[jj][0], a[2 * jj][0], a[2 * jj][2]);  // row g: dims 4c, 4c+1 | 4c+2, 4c+3
     e4m3x4_to_f16x2x2(x.r[jj][1], a[2 * jj][1], a[2 * jj][3]);  // row g+8
     e4m3x4_to_f16x2x2(x.r[jj][2], a[2 * jj + 1][0], a[2 * jj + 1][2]);
     e4m3x4_to_f16x2x2(x.r[jj][3], a[2 * jj + 1][1], a[2 * jj + 1][3]);
   }
 #pragma unroll
-  for (int i = 0; i < Traits::kBatch; ++i) fence_regs(a[i]);
+  for (int i = 0; i < T1::kBatch; ++i) fence_regs(a[i]);
 }
 
-// P·V: the Vᵀ fragments of the m-tiles 2·grp and 2·grp + 1 for every P·V k step of the tile:
-// m-tile mt, rows g / g+8 = dims 64mt + 16w + 2g, + 1; k32 step ks: tokens 32ks + [0, 32).
+// P·V: the Vᵀ fragments of the m-tiles mt0 and mt0 + 1 for every P·V k step of 64 tokens (`tile`,
+// the stage's or a row pair's half of it): m-tile mt, rows g / g+8 = dims 64mt + 16w + 2g, + 1; k32
+// step ks: tokens 32ks + [0, 32).
 __device__ __forceinline__ int v_row_dim(int mt, int warp, int g) {
   return 64 * mt + 16 * warp + 2 * g;
 }
 // In two steps, so that a group's loads can be in flight across the wgmma wait that frees its
 // registers: v_raw (the ldmatrix.trans results) and v_permute (the byte permutes into the fragments).
 struct VRaw {
-  std::uint32_t r[2][Traits::kPvSteps][4];  // matrix i: tokens 32ks + 8i + [0, 8) × the 16 dims (one core matrix)
+  std::uint32_t r[2][T1::kPvSteps][4];  // matrix i: tokens 32ks + 8i + [0, 8) × the 16 dims (one core matrix)
 };
 template <bool kTma>
-__device__ __forceinline__ VRaw v_raw(const Smem& sm, int stage, int grp) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+__device__ __forceinline__ VRaw v_raw(const std::uint8_t* tile, int warp, int mt0) {
+  const int lane = threadIdx.x % 32;
   VRaw x;
   if constexpr (kTma) {
     // v_offset(lane, warp, ks, mt) = 4096·(mt / 2) + 2048·ks + v_base(mt % 2): two bases per thread.
     namespace fs = fp8_stage::pairs;
-    const std::uint8_t* base[2] = {sm.kv[stage] + fs::v_base(lane, warp, 0), sm.kv[stage] + fs::v_base(lane, warp, 1)};
+    const std::uint8_t* base[2] = {tile + fs::v_base(lane, warp, 0), tile + fs::v_base(lane, warp, 1)};
 #pragma unroll
     for (int m = 0; m < 2; ++m) {
 #pragma unroll
-      for (int ks = 0; ks < Traits::kPvSteps; ++ks) {
-        const int mt = 2 * grp + m;
+      for (int ks = 0; ks < T1::kPvSteps; ++ks) {
+        const int mt = mt0 + m;
         ldmatrix_x4_trans(x.r[m][ks], base[mt % 2] + fs::kBoxStride * (mt / 2) + fs::kVStepBytes * ks);
       }
     }
@@ -341,18 +374,18 @@ __device__ __forceinline__ VRaw v_raw(const Smem& sm, int stage, int grp) {
 #pragma unroll
     for (int m = 0; m < 2; ++m) {
 #pragma unroll
-      for (int ks = 0; ks < Traits::kPvSteps; ++ks) {
-        ldmatrix_x4_trans(x.r[m][ks], sm.kv[stage] + fp8_stage::v_offset(lane, warp, ks, 2 * grp + m));
+      for (int ks = 0; ks < T1::kPvSteps; ++ks) {
+        ldmatrix_x4_trans(x.r[m][ks], tile + fp8_stage::v_offset(lane, warp, ks, mt0 + m));
       }
     }
   }
   return x;
 }
-__device__ __forceinline__ void v_permute(const VRaw& x, std::uint32_t (&a)[2][Traits::kPvSteps][4]) {
+__device__ __forceinline__ void v_permute(const VRaw& x, std::uint32_t (&a)[2][T1::kPvSteps][4]) {
 #pragma unroll
   for (int m = 0; m < 2; ++m) {
 #pragma unroll
-    for (int ks = 0; ks < Traits::kPvSteps; ++ks) {
+    for (int ks = 0; ks < T1::kPvSteps; ++ks) {
       // r[i] bytes: (token 2c, dim 2g), (2c, 2g+1), (2c+1, 2g), (2c+1, 2g+1) of matrix i; a register's
       // bytes are tokens 2c, 8+2c, 2c+1, 9+2c (P's slot order, above).
       const std::uint32_t(&r)[4] = x.r[m][ks];
@@ -365,114 +398,141 @@ __device__ __forceinline__ void v_permute(const VRaw& x, std::uint32_t (&a)[2][T
 #pragma unroll
   for (int m = 0; m < 2; ++m) {
 #pragma unroll
-    for (int ks = 0; ks < Traits::kPvSteps; ++ks) fence_regs(a[m][ks]);
+    for (int ks = 0; ks < T1::kPvSteps; ++ks) fence_regs(a[m][ks]);
   }
 }
 template <bool kTma>
-__device__ __forceinline__ void v_fragments(const Smem& sm, int stage, int grp,
-                                            std::uint32_t (&a)[2][Traits::kPvSteps][4]) {
-  v_permute(v_raw<kTma>(sm, stage, grp), a);
+__device__ __forceinline__ void v_fragments(const std::uint8_t* tile, int warp, int mt0,
+                                            std::uint32_t (&a)[2][T1::kPvSteps][4]) {
+  v_permute(v_raw<kTma>(tile, warp, mt0), a);
 }
 
 // ── the kernel ──────────────────────────────────────────────────────────────────────────────────
 // kShort: every item has at most one tile (launch_decode checks DecodeParams::max_item_tokens): the
 // prologue's copy is the only one, and the tile loop holds no copy code (perf-notes v76).
 // kTma: whole tiles by TMA into the pairs layout (Plan::kv_tma: launched only with DecodeParams::kv_map).
-static_assert(kShortItemTokens == (Traits::kStages - 1) * kTile, "short items: the tiles the prologue copies");
-template <bool kShort, bool kEvictFirst, bool kTma>
-__global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
+// kRows: 1, or 2 for row pairs (the header).
+template <int N>
+using Part = std::integral_constant<int, N>;  // copy_tile's part, as a value
+static_assert(kShortItemTokens == (T1::kStages - 1) * kTile, "short items: the tiles the prologue copies");
+template <bool kShort, bool kEvictFirst, bool kTma, int kRows>
+__global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCtasPerSm)
     decode_fp8_kernel(const __grid_constant__ DecodeParams p) {
   static_assert(!(kShort && kTma), "the one-tile kernel copies its tile by cp.async");
-  using T = Traits;
+  static_assert(!(kRows == 2 && kTma), "row pairs copy by cp.async");
+  using T = Traits<kRows>;
+  constexpr int kI = 4 * kRows;  // columns of Sᵀ / Oᵀ per thread (acc_head)
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>(smem_raw + (kTma ? swizzle_align_bytes(smem_raw) : 0));
+  Smem<kRows>& sm = *reinterpret_cast<Smem<kRows>*>(smem_raw + (kTma ? swizzle_align_bytes(smem_raw) : 0));
   launch_dependents();  // the combine grid's launch latency hides behind this kernel
 
   const WorkItem item = work_item(p, int(blockIdx.x));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // The thread's warpgroup (through a shuffle from lane 0: the compiler then knows it is warp-uniform),
+  // its index in it, and its warp of the warpgroup.
+  const int wg = kRows == 1 ? 0 : __shfl_sync(0xffffffffu, int(threadIdx.x) / kThreads, 0);
+  const unsigned tid = kRows == 1 ? threadIdx.x : threadIdx.x % kThreads;
+  const int warp = int(tid / 32), lane = threadIdx.x % 32;
   const int g = lane / 4, c = lane % 4;           // accumulator row group / column pair
   const QRegs q_regs = fetch_q(p, item.request);  // in flight while the first tile's loads go out
   const KvRowMap rows(p, item);
-  const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
+  const int num_tiles = (item.kv_end - item.kv_begin + T::kCtaTile - 1) / T::kCtaTile;
+  // Row r of the item sees tokens < row_end[r]: a row pair's first row all but the pair's last.
+  int row_end[kRows];
+  row_end[kRows - 1] = item.kv_end;
+  if constexpr (kRows == 2) row_end[0] = item.pair_end;
+  // Tile t's first token, and the warpgroup's (its half of a row pair's tile).
+  const auto cta_t0 = [&](int t) { return item.kv_begin + t * T::kCtaTile; };
+  const auto wg_t0 = [&](int t) { return cta_t0(t) + kTile * wg; };
+  // The warpgroup's 64 tokens of tile t: TileSource, and the copies into its stage's half.
+  const auto source = [&](int t) { return tile_source<kTma>(p, rows, wg_t0(t), cta_t0(t), item.kv_end, tid); };
+  const auto copy = [&](auto part, int t, const TileSource& ts) {
+    copy_tile<decltype(part)::value, kEvictFirst, kTma>(sm.kv[t % T::kStages][wg], &sm.full[t % T::kStages][wg], p, ts,
+                                                        tid);
+  };
 
-  if (threadIdx.x < T::kStages) mbar_init(&sm.full[threadIdx.x], kThreads);
+  if (threadIdx.x < T::kStages * kRows) mbar_init(&sm.full[0][0] + threadIdx.x, kThreads);
   mbar_init_fence();
   __syncthreads();
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
     if (s < num_tiles) {
-      const TileSource ts = tile_source<kTma>(p, rows, item.kv_begin + s * kTile, item.kv_end);
-      copy_tile<0, kEvictFirst, kTma>(sm, p, s, ts);
-      copy_tile<1, kEvictFirst, kTma>(sm, p, s, ts);
-      copy_tile<2, kEvictFirst, kTma>(sm, p, s, ts);
+      const TileSource ts = source(s);
+      copy(Part<0>{}, s, ts);
+      copy(Part<1>{}, s, ts);
+      copy(Part<2>{}, s, ts);
     }
   }
   store_q(sm, p, q_regs);  // Q's loads have been in flight since the start
 
-  SoftmaxState<float> st[4];
+  SoftmaxState<float> st[kI];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) st[i] = SoftmaxState<float>::empty();
-  float o[kMTiles][8];  // Oᵀ: m-tile mt, rows = dims v_row_dim(mt) (+1), cols = heads
+  for (int i = 0; i < kI; ++i) st[i] = SoftmaxState<float>::empty();
+  float o[T::kWgMTiles][2 * kI];  // Oᵀ: m-tile mt of the warpgroup's, rows = dims v_row_dim (+1), cols
 #pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) {
+  for (int mt = 0; mt < T::kWgMTiles; ++mt) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) o[mt][i] = 0.f;
+    for (int i = 0; i < 2 * kI; ++i) o[mt][i] = 0.f;
   }
-  float lscale[4] = {0.f, 0.f, 0.f, 0.f};
+  float lscale[kI];
+#pragma unroll
+  for (int i = 0; i < kI; ++i) lscale[i] = 0.f;
   // Descriptors of the wgmma B operands; a k step advances the start address (bits 0–13, in
   // 16-byte units) by whole chunks without carrying out of the field (shared memory < 256 KB).
-  const std::uint64_t desc_q = desc(sm.q.bytes[0][0][0], CoreTile<kNumHeads, 2 * kHeadDim>::sbo());
+  const std::uint64_t desc_q = desc(sm.q.bytes[0][0][0], CoreTile<T::kCols, 2 * kHeadDim>::sbo());
   std::uint64_t desc_p[T::kPTerms];
 #pragma unroll
-  for (int i = 0; i < T::kPTerms; ++i) desc_p[i] = desc(sm.p[i].bytes[0][0][0], CoreTile<kNumHeads, T::kPBytes>::sbo());
+  for (int i = 0; i < T::kPTerms; ++i) desc_p[i] = desc(sm.p[i].bytes[0][0][0], CoreTile<T::kCols, T::kPBytes>::sbo());
 
   for (int t = 0; t < num_tiles; ++t) {
     const int stage = t % T::kStages;
-    const int t0 = item.kv_begin + t * kTile;
-    mbar_wait(&sm.full[stage], (t / T::kStages) & 1);
+    const int t0 = wg_t0(t);
+    // Both halves of a row pair's tile: P·V reads them all.
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) mbar_wait(&sm.full[stage][r], (t / T::kStages) & 1);
     if (t == 0) fence_proxy_async();  // Q stores (generic proxy) → wgmma reads (async proxy)
     __syncthreads();                  // tile t landed everywhere; iteration t−1 finished everywhere
     if (t == 0) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) lscale[i] = sm.logit_scale[acc_head(i, c)];
+      for (int i = 0; i < kI; ++i) lscale[i] = sm.logit_scale[acc_head(i, c)];
     }
     const int next = t + T::kStages - 1;
     const bool load_next = !kShort && next < num_tiles;
     TileSource next_src{};  // resolved now, copied among the S batches
-    if (load_next) next_src = tile_source<kTma>(p, rows, item.kv_begin + next * kTile, item.kv_end);
+    if (load_next) next_src = source(next);
     // A tile by TMA is one instruction of thread 0: it goes out here, a K batch earlier than the
     // cp.async parts (the CTA barrier above freed the stage).
     const bool early = kTma && load_next && next_src.pair >= 0;
     if (early) {
-      copy_tile<0, kEvictFirst, kTma>(sm, p, next % T::kStages, next_src);
-      copy_tile<2, kEvictFirst, kTma>(sm, p, next % T::kStages, next_src);
+      copy(Part<0>{}, next, next_src);
+      copy(Part<2>{}, next, next_src);
     }
 
-    // Sᵀ (tokens × heads) = K · Qᵀ: K in registers, batches of kBatch k16 steps, two batches in
-    // flight (a batch's registers are reused once the batch before it retired). Four accumulator
-    // chains: batch bt's even and odd k steps go to chains 2·(bt % 2) and 2·(bt % 2) + 1 (against
-    // two chains of 18 wgmmas: −0.4 to −0.5 %, perf-notes v105).
-    float sacc[4][8];  // each started fresh by its first wgmma
+    // Sᵀ (tokens × columns) = K · Qᵀ: K in registers, batches of kBatch k16 steps, two batches in
+    // flight (a batch's registers are reused once the batch before it retired). One row: four
+    // accumulator chains, batch bt's even and odd k steps to chains 2·(bt % 2) and 2·(bt % 2) + 1
+    // (against two chains of 18 wgmmas: −0.4 to −0.5 %, perf-notes v105); row pairs (N = 32): two,
+    // batch bt to chain bt % 2.
+    float sacc[T::kChains][2 * kI];  // each started fresh by its first wgmma
     std::uint32_t ka[2][T::kBatch][4];
     constexpr int kBatches = kSteps / T::kBatch;
     static_assert(T::kBatch >= 2, "each batch starts two of the four chains");
     static_assert(kSteps % T::kBatch == 0 && kBatches == 6,
                   "whole register batches; every other one carries a third of the next tile's copies");
-    KRaw raw = k_raw<kTma>(sm, stage, 0);
+    KRaw raw = k_raw<kTma>(sm, stage, wg, warp, 0);
 #pragma unroll
     for (int bt = 0; bt < kBatches; ++bt) {
       KRaw raw_next{};  // the next batch's ldmatrix results, in flight across the wait
-      if (bt + 1 < kBatches) raw_next = k_raw<kTma>(sm, stage, (bt + 1) * T::kBatch);
+      if (bt + 1 < kBatches) raw_next = k_raw<kTma>(sm, stage, wg, warp, (bt + 1) * T::kBatch);
       if (bt >= 2) wgmma_wait<1>();  // batch bt − 2 retired: its registers are free
       k_convert(raw, ka[bt % 2]);
-      fence_regs(sacc[2 * (bt % 2)]);
-      fence_regs(sacc[2 * (bt % 2) + 1]);
+#pragma unroll
+      for (int ch = 0; ch < T::kChains / 2; ++ch) fence_regs(sacc[T::kChains / 2 * (bt % 2) + ch]);
       wgmma_fence();
 #pragma unroll
       for (int i = 0; i < T::kBatch; ++i) {
         const std::uint64_t b = desc_q + 16 * (bt * T::kBatch + i);  // + 256 bytes per k16 step
-        float(&acc)[8] = sacc[2 * (bt % 2) + i % 2];
-        if (bt < 2 && i < 2) {
+        float(&acc)[2 * kI] = sacc[T::kChains / 2 * (bt % 2) + i % (T::kChains / 2)];
+        if (bt < 2 && i < T::kChains / 2) {
           wgmma_rs_f16<false>(acc, ka[bt % 2][i], b);
         } else {
           wgmma_rs_f16(acc, ka[bt % 2][i], b);
@@ -484,77 +544,97 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
       // the top of the iteration measured 7 % slower at 256×8192; issued later, after the P
       // barrier, they arrive late: +10 %, perf-notes v54).
       if (load_next && !early) {
-        if (bt == 0) copy_tile<0, kEvictFirst, kTma>(sm, p, next % T::kStages, next_src);
-        if (bt == 2) copy_tile<1, kEvictFirst, kTma>(sm, p, next % T::kStages, next_src);
-        if (bt == 4) copy_tile<2, kEvictFirst, kTma>(sm, p, next % T::kStages, next_src);
+        if (bt == 0) copy(Part<0>{}, next, next_src);
+        if (bt == 2) copy(Part<1>{}, next, next_src);
+        if (bt == 4) copy(Part<2>{}, next, next_src);
       }
     }
     wgmma_wait<0>();
 #pragma unroll
-    for (int ch = 0; ch < 4; ++ch) fence_regs(sacc[ch]);
-    float s[8];
+    for (int ch = 0; ch < T::kChains; ++ch) fence_regs(sacc[ch]);
+    float s[2 * kI];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) s[i] = (sacc[0][i] + sacc[1][i]) + (sacc[2][i] + sacc[3][i]);
+    for (int i = 0; i < 2 * kI; ++i) {
+      s[i] = T::kChains == 4 ? (sacc[0][i] + sacc[1][i]) + (sacc[2][i] + sacc[T::kChains - 1][i])
+                             : sacc[0][i] + sacc[T::kChains - 1][i];
+    }
 #pragma unroll
     for (int b2 = 0; b2 < 2; ++b2) {
 #pragma unroll
       for (int i = 0; i < T::kBatch; ++i) fence_regs(ka[b2][i]);
     }
-    // The Vᵀ fragments of the first two P·V groups need only the tile: their loads and byte work go
-    // out under the softmax's shuffle and barrier latency, while the K registers are free.
-    constexpr int kGroupTiles = 2, kGroups = kMTiles / kGroupTiles;  // v_fragments fills two m-tiles
+    // P·V in four groups of two m-tiles × 64 tokens: one row, m-tiles 2·grp, 2·grp + 1 of the tile; row
+    // pairs, m-tiles 2·(grp % 2), + 1 of the warpgroup's over the tile's half grp / 2. The Vᵀ fragments
+    // of the first two groups need only the tile: their loads and byte work go out under the
+    // softmax's shuffle and barrier latency, while the K registers are free.
+    constexpr int kGroupTiles = 2, kGroupsPerHalf = T::kWgMTiles / kGroupTiles, kGroups = kGroupsPerHalf * kRows;
+    static_assert(kGroups == 4, "four P·V groups per tile, two in flight");
+    const auto half_of = [](int grp) { return grp / kGroupsPerHalf; };
+    const auto mt_of = [](int grp) {
+      return kGroupTiles * (grp % kGroupsPerHalf);
+    };  // the group's first, of the warpgroup's
+    const auto v_tile = [&](int grp) -> const std::uint8_t* { return sm.kv[stage][half_of(grp)]; };
     std::uint32_t va[2][kGroupTiles][T::kPvSteps][4];
-    v_fragments<kTma>(sm, stage, 0, va[0]);
-    v_fragments<kTma>(sm, stage, 1, va[1]);
+    v_fragments<kTma>(v_tile(0), warp, T::kWgMTiles * wg + mt_of(0), va[0]);
+    v_fragments<kTma>(v_tile(1), warp, T::kWgMTiles * wg + mt_of(1), va[1]);
 
-    // Online softmax. s[j0] / s[j0 + 2]: tokens g / g+8 of the warp, head column i (acc_head).
+    // Online softmax. s[j0] / s[j0 + 2]: the warpgroup's tokens g / g+8 of the warp, column i
+    // (acc_head; row i / 4).
     const int u0 = 16 * warp + g;  // tile tokens u0 and u0 + 8
-    const bool v0 = t0 + u0 < item.kv_end, v1 = t0 + u0 + 8 < item.kv_end;
-    float x[4][2];
+    float x[kI][2];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int j0 = acc_reg(i);
-      x[i][0] = v0 ? s[j0] * lscale[i] : -INFINITY;
-      x[i][1] = v1 ? s[j0 + 2] * lscale[i] : -INFINITY;
+    for (int i = 0; i < kI; ++i) {
+      const int j0 = acc_reg(i), end = row_end[i / 4];
+      x[i][0] = t0 + u0 < end ? s[j0] * lscale[i] : -INFINITY;
+      x[i][1] = t0 + u0 + 8 < end ? s[j0 + 2] * lscale[i] : -INFINITY;
     }
-    float f[4];
+    float f[kI];
     tile_maxima(x, st, T::kSlack, t == 0, sm.red, f);
     const float pscale = 1.f / T::kOutScale;  // P·2^8
-    SplitE4m3x2 q[4];                         // P·2^8 = P_hi + P_lo (e4m3) of head acc_head(i, c), tokens u0, u0 + 8
+    SplitE4m3x2 q[kI];                        // P·2^8 = P_hi + P_lo (e4m3) of column acc_head(i, c), tokens u0, u0 + 8
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float p0 = SoftmaxState<float>::exp(x[i][0] - st[i].m), p1 = SoftmaxState<float>::exp(x[i][1] - st[i].m);
+    for (int i = 0; i < kI; ++i) {
+      // (A row pair's first row may see no token of a tile, or of the whole item so far: shift().)
+      const float m = kRows == 1 ? st[i].m : st[i].shift();
+      const float p0 = SoftmaxState<float>::exp(x[i][0] - m), p1 = SoftmaxState<float>::exp(x[i][1] - m);
       st[i].add(p0 + p1);
       q[i] = split_e4m3x2(p0 * pscale, p1 * pscale);
     }
-    // Both terms by one stmatrix.trans: matrix (term, heads 0..7 | 8..15) of 8 heads × 8 token pairs,
-    // lane 4g + c holding row g (its pair), columns 2c, 2c + 1 (heads 2c, 2c + 1 of the block).
-    stmatrix_x4_trans(&sm.p[lane / 16].bytes[(lane / 8) % 2][warp][lane % 8][0], __byte_perm(q[0].hi, q[1].hi, 0x5410),
-                      __byte_perm(q[2].hi, q[3].hi, 0x5410), __byte_perm(q[0].lo, q[1].lo, 0x5410),
-                      __byte_perm(q[2].lo, q[3].lo, 0x5410));
+    // Both terms by one stmatrix.trans per 16 columns: matrix (term, columns 16r..16r+7 | +8..+15) of
+    // 8 columns × 8 token pairs, lane 4g + c holding row g (its pair), columns 2c, 2c + 1 of the block;
+    // the warp's 16 tokens are chunk 4·wg + warp of P's rows.
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const SplitE4m3x2* qr = q + 4 * r;
+      stmatrix_x4_trans(&sm.p[lane / 16].bytes[2 * r + (lane / 8) % 2][kWarps * wg + warp][lane % 8][0],
+                        __byte_perm(qr[0].hi, qr[1].hi, 0x5410), __byte_perm(qr[2].hi, qr[3].hi, 0x5410),
+                        __byte_perm(qr[0].lo, qr[1].lo, 0x5410), __byte_perm(qr[2].lo, qr[3].lo, 0x5410));
+    }
     fence_proxy_async();
     __syncthreads();  // P complete
 
-    // Oᵀ = f·Oᵀ + Vᵀ·Pᵀ, two m-tiles per group, two groups in flight: a group's Vᵀ fragments come
-    // from the raw tile while the group before runs. fp8 wgmma accumulates in ~14 bits, so each
-    // group's product goes to fresh accumulators that are then added to the fp32 O.
-    float acc[2][kGroupTiles][8];
+    // Oᵀ = f·Oᵀ + Vᵀ·Pᵀ, two groups in flight: a group's Vᵀ fragments come from the raw tile while
+    // the group before runs. fp8 wgmma accumulates in ~14 bits, so each group's product (64 tokens)
+    // goes to fresh accumulators that are then added to the fp32 O (which takes f at its first).
+    float acc[2][kGroupTiles][2 * kI];
     auto retire = [&](int grp) {
 #pragma unroll
       for (int m = 0; m < kGroupTiles; ++m) {
-        const int mt = grp * kGroupTiles + m;
+        const int mt = mt_of(grp) + m;
 #pragma unroll
         for (int ks = 0; ks < T::kPvSteps; ++ks) fence_regs(va[grp % 2][m][ks]);
         fence_regs(acc[grp % 2][m]);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) o[mt][i] = o[mt][i] * f[(i / 4) * 2 + (i % 2)] + acc[grp % 2][m][i];
+        for (int i = 0; i < 2 * kI; ++i) {
+          o[mt][i] = (half_of(grp) == 0 ? o[mt][i] * f[(i / 4) * 2 + (i % 2)] : o[mt][i]) + acc[grp % 2][m][i];
+        }
       }
     };
 #pragma unroll
     for (int grp = 0; grp < kGroups; ++grp) {
-      if (grp >= 2) {                                  // groups 0, 1: during the softmax
-        const VRaw raw = v_raw<kTma>(sm, stage, grp);  // in flight across the wait
-        wgmma_wait<1>();                               // group grp − 2 retired: its registers are free
+      if (grp >= 2) {  // groups 0, 1: during the softmax
+        const VRaw raw = v_raw<kTma>(v_tile(grp), warp, T::kWgMTiles * wg + mt_of(grp));  // in flight across the wait
+        wgmma_wait<1>();  // group grp − 2 retired: its registers are free
         retire(grp - 2);
         v_permute(raw, va[grp % 2]);
       }
@@ -564,13 +644,14 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
 #pragma unroll
         for (int ks = 0; ks < T::kPvSteps; ++ks) {
           const std::uint32_t(&a)[4] = va[grp % 2][m][ks];
-          float(&d)[8] = acc[grp % 2][m];
+          float(&d)[2 * kI] = acc[grp % 2][m];
+          const int kp = T::kPvSteps * half_of(grp) + ks;  // P's k32 step: tokens 32kp.. of the CTA tile
           if (ks == 0) {
-            wgmma_rs<false>(d, a, desc_p[0]);  // fresh accumulator
+            wgmma_rs<false>(d, a, desc_p[0] + 16 * kp);  // fresh accumulator
           } else {
-            wgmma_rs(d, a, desc_p[0] + 16 * ks);
+            wgmma_rs(d, a, desc_p[0] + 16 * kp);
           }
-          wgmma_rs(d, a, desc_p[T::kPTerms - 1] + 16 * ks);
+          wgmma_rs(d, a, desc_p[T::kPTerms - 1] + 16 * kp);
         }
       }
       wgmma_commit();
@@ -580,24 +661,32 @@ __global__ void __launch_bounds__(kThreads, Traits::kCtasPerSm)
     wgmma_wait<0>();
     retire(kGroups - 1);
   }
-  // Cluster mode: the exchange is stage 0.
+  // Cluster mode (one row): the exchange is stage 0. Row pairs: stage 0's start holds write_output's omax.
   // Each output value is a weighted mean of e4m3 codes (|code| ≤ 448) times the tensor scale: the
   // partial's fp16 scale needs no |O| reduction.
-  finish_item<true>(p, item, *reinterpret_cast<ClusterExchange*>(sm.kv[0]), sm.red, st, o, T::kOutScale,
-                    kE4m3Max * fabsf(p.value_scale), [&](int mt) { return v_row_dim(mt, warp, g); });
+  finish_item<true, kRows>(p, item, *reinterpret_cast<ClusterExchange*>(sm.kv[0]), sm.red, st, o, T::kOutScale,
+                           kE4m3Max * fabsf(p.value_scale),
+                           [&](int mt) { return v_row_dim(T::kWgMTiles * wg + mt, warp, g); });
 }
 
 }  // namespace
 
-DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first, bool tma) {
+DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first, bool tma, bool row_pairs) {
+  if (row_pairs) {  // (cp.async only)
+    void (*const entry[2][2])(DecodeParams) = {
+        {decode_fp8_kernel<false, false, false, 2>, decode_fp8_kernel<false, true, false, 2>},
+        {decode_fp8_kernel<true, false, false, 2>, decode_fp8_kernel<true, true, false, 2>}};
+    return {entry[short_items][evict_first], Traits<2>::kCtaThreads, kSmemBytes<2, false>, Traits<2>::kCtasPerSm,
+            kPartialsF16};
+  }
   if (tma && !short_items) {
-    return {evict_first ? decode_fp8_kernel<false, true, true> : decode_fp8_kernel<false, false, true>, kThreads,
-            kSmemBytes<true>, Traits::kCtasPerSm, kPartialsF16};
+    return {evict_first ? decode_fp8_kernel<false, true, true, 1> : decode_fp8_kernel<false, false, true, 1>, kThreads,
+            kSmemBytes<1, true>, T1::kCtasPerSm, kPartialsF16};
   }
   void (*const entry[2][2])(DecodeParams) = {
-      {decode_fp8_kernel<false, false, false>, decode_fp8_kernel<false, true, false>},
-      {decode_fp8_kernel<true, false, false>, decode_fp8_kernel<true, true, false>}};
-  return {entry[short_items][evict_first], kThreads, kSmemBytes<false>, Traits::kCtasPerSm, kPartialsF16};
+      {decode_fp8_kernel<false, false, false, 1>, decode_fp8_kernel<false, true, false, 1>},
+      {decode_fp8_kernel<true, false, false, 1>, decode_fp8_kernel<true, true, false, 1>}};
+  return {entry[short_items][evict_first], kThreads, kSmemBytes<1, false>, T1::kCtasPerSm, kPartialsF16};
 }
 
 }  // namespace mla::sm90

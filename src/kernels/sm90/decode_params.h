@@ -19,7 +19,7 @@ constexpr bool items_in_params(int num_items) {
 }
 // Items of at most this many KV tokens (one tile) run each format's one-tile kernel, which has no
 // code for a next tile (perf-notes v76–v78), unless the launch walks (decode_variant: walking first).
-// MXFP4's row-pair kernel's tile is `rows_per_item` times this.
+// The fp8 and MXFP4 row-pair kernels' tile is `rows_per_item` times this.
 constexpr int kShortItemTokens = 64;
 
 // The instantiation of a format's decode kernel that a launch takes (launch_decode; describe()
@@ -81,7 +81,7 @@ struct DecodeParams {
   float* partial_lse;    // [max_partials × 16] fp32
   int cluster;           // 0: partials to the workspace (combine.cu); n: clusters of n CTAs, one per q
                          // row, item k of the row on rank k, merged in the cluster (cluster_merge.h)
-  int rows_per_item;     // 1, or 2: row pairs (bf16's and MXFP4's pair kernels, cluster 0; WorkItem::pair_end)
+  int rows_per_item;     // 1, or 2: row pairs (each format's pair kernel, cluster 0; WorkItem::pair_end)
   bool kv_evict_first;   // the KV read under an L2 evict-first policy (Plan::kv_evict_first)
   bool kv_tma;           // the TMA kernel (has_tma_kernel), with kv_map (Plan::kv_tma; in kv_evict_first's padding)
   int max_item_tokens;   // ≥ every item's kv_end − kv_begin (tokens_per_split): picks the one-tile kernel

@@ -13,7 +13,7 @@
 namespace mla::sm90 {
 
 // Whether `format` has a row-pair kernel (two q rows of a request per CTA, DecodeParams::rows_per_item
-// = 2) for `s_q` query tokens per request: bf16 and MXFP4 with an even s_q.
+// = 2) for `s_q` query tokens per request: every format, with an even s_q.
 bool decode_row_pairs(KvFormat format, int s_q);
 // KV tokens per tile (work-item splits are multiples of it) and resident decode CTAs per SM (the
 // planner's wave is SMs × this), of the kernel that one q row per item, or row pairs, launch.
@@ -43,8 +43,9 @@ struct DecodeKernel {
 };
 // fp8's and MXFP4's kernels: general, or for one-tile items (decode_params.h, decode_variant); with
 // the KV read under the L2 evict-first policy or without one (DecodeParams::kv_evict_first); fp8's
-// general kernel also with whole tiles by TMA (`tma`: DecodeParams::kv_tma; ignored for short items).
-DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first, bool tma);
+// general one-row kernel also with whole tiles by TMA (`tma`: DecodeParams::kv_tma; ignored for short
+// items and row pairs); with `row_pairs`, the row-pair kernel (two warpgroups, 128-token tiles).
+DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first, bool tma, bool row_pairs);
 DecodeKernel decode_mxfp4_kernel_info(bool short_items, bool evict_first, bool row_pairs);
 // bf16's row-pair kernel (decode_bf16_pairs.cu): a warpgroup per q row, one CTA per item.
 DecodeKernel decode_bf16_pairs_kernel_info(bool evict_first);

@@ -1,8 +1,8 @@
 // wgmma building blocks shared by the sm90 wgmma decode kernels (decode_fp8.cu, decode_mxfp4.cu,
 // decode_bf16_pairs.cu): shared-memory descriptors of the no-swizzle canonical layouts, the
 // warpgroup-level MMA wrappers, register fences, Q's global loads and the output epilogue. One warpgroup per CTA
-// (kThreads), or two for row pairs: MXFP4's share one item's columns (the maxima and the epilogue then
-// take kRows = 2), bf16's own a row each (CtaSyncWarpgroupWarps).
+// (kThreads), or two for row pairs: fp8's and MXFP4's share one item's columns (the maxima and the
+// epilogue then take kRows = 2), bf16's own a row each (CtaSyncWarpgroupWarps).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -84,6 +84,17 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[8], const std::uint32_t (&a)
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(int(kAccumulate)));
 }
+// e4m3, K = 32, N = 32 (a row pair's heads: decode_fp8.cu's pair kernel):
+template <bool kAccumulate = true>
+__device__ __forceinline__ void wgmma_rs(float (&d)[16], const std::uint32_t (&a)[4], std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+      "{%16,%17,%18,%19}, %20, acc, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(int(kAccumulate)));
+}
 // fp16, K = 16:
 template <bool kAccumulate = true>
 __device__ __forceinline__ void wgmma_rs_f16(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t b) {
@@ -92,6 +103,17 @@ __device__ __forceinline__ void wgmma_rs_f16(float (&d)[8], const std::uint32_t 
       "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, acc, 1, 1, "
       "0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(int(kAccumulate)));
+}
+// fp16, K = 16, N = 32 (decode_fp8.cu's pair kernel):
+template <bool kAccumulate = true>
+__device__ __forceinline__ void wgmma_rs_f16(float (&d)[16], const std::uint32_t (&a)[4], std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+      "{%16,%17,%18,%19}, %20, acc, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(int(kAccumulate)));
 }
 // bf16, K = 16:
