@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # One decode launch under ncu (speed of light, stall reasons, pipes, memory) plus the SASS
 # instruction mix of the decode kernels (sass-mix.txt). scripts/profile.sh runs it per format.
-#   usage: scripts/ncu_one.sh OUTDIR FORMAT SHAPE KERNEL_REGEX     (on the H200 machine)
+#   usage: scripts/ncu_one.sh OUTDIR FORMAT SHAPE KERNEL_REGEX [BENCH_ARGS]    (on the H200 machine)
+# BENCH_ARGS: further `mla bench` options, e.g. "--s-q 2".
 set -uo pipefail
 out=${1:?usage: scripts/ncu_one.sh OUTDIR FORMAT SHAPE KERNEL_REGEX}
 fmt=${2:-fp8}
 shape=${3:-256x8192}
 kre=${4:-decode}
+read -r -a extra <<<"${5:-}"
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 if [ ! -x build-gpu/mla ]; then
@@ -21,4 +23,4 @@ stalls=$(for r in barrier long_scoreboard short_scoreboard math_pipe_throttle mi
   printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' "$r"; done)
 ncu --clock-control none -k "regex:$kre" -c 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
   --section MemoryWorkloadAnalysis --metrics "${stalls}sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,smsp__issue_active.avg.pct_of_peak_sustained_active" \
-  ./build-gpu/mla bench --format "$fmt" --shapes "$shape" --reps 2 --check-requests 1 >"$out/ncu-$fmt-$shape.txt" 2>&1
+  ./build-gpu/mla bench --format "$fmt" --shapes "$shape" --reps 2 --check-requests 1 "${extra[@]}" >"$out/ncu-$fmt-$shape.txt" 2>&1

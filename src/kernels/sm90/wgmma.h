@@ -55,6 +55,14 @@ __device__ __forceinline__ std::uint64_t desc(const void* smem, int sbo, int lbo
   const std::uint32_t a = smem_addr(smem);
   return std::uint64_t((a & 0x3FFFF) >> 4) | (std::uint64_t(lbo >> 4) << 16) | (std::uint64_t(sbo >> 4) << 32);
 }
+// Descriptor of a 128-byte-swizzle layout (rows of 128 bytes, the 16-byte chunks of row r XOR r % 8,
+// 8-row atoms of 1,024 bytes at 1,024-byte aligned addresses: what a TMA copy with the 128-byte
+// swizzle writes, bf16_stage::boxes). K-major: a row is an M/N row, `sbo` steps 8 of them, a k16
+// step within the 128 bytes advances the start address by 32 bytes. MN-major (bf16, M or N ≤ 64):
+// a row is one K index holding 64 M/N elements, `sbo` steps 8 K rows.
+__device__ __forceinline__ std::uint64_t desc_sw128(const void* smem, int sbo) {
+  return desc(smem, sbo, 16) | (std::uint64_t(1) << 62);
+}
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }
@@ -140,6 +148,15 @@ __device__ __forceinline__ void wgmma_rs_bf16(float (&d)[16], const std::uint32_
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// bf16, K = 16, both operands in shared memory and K-major.
+template <bool kAccumulate = true>
+__device__ __forceinline__ void wgmma_ss_bf16(float (&d)[8], std::uint64_t a, std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, acc, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(a), "l"(b), "n"(int(kAccumulate)));
 }
 // bf16, K = 16, both operands in shared memory: A MN-major (transposed), B K-major.
 __device__ __forceinline__ void wgmma_ss_bf16_mn(float (&d)[8], std::uint64_t a, std::uint64_t b) {
