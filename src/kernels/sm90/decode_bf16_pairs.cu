@@ -3,11 +3,12 @@
 // once for both. wgmma, tokens in M, heads in N, both operands in shared memory.
 //
 // Grid: one CTA per work item over row pairs (WorkItem::pair_end, row_pair_work_list); two
-// warpgroups, one CTA per SM (~190 KB). Warpgroup g owns q row v + g — its Sᵀ, softmax and Oᵀ, as
+// warpgroups, one CTA per SM (~226 KB). Warpgroup g owns q row v + g — its Sᵀ, softmax and Oᵀ, as
 // the one-row wgmma kernels own theirs — and the two share the KV stages. Per 64-token tile t:
 //
-//   wait     tile t (cp.async 16 B by all 256 threads into the 128-byte-swizzle box layout,
-//            bf16_stage::boxes: 9 boxes of 64 tokens × 128 bytes), proxy fence, CTA barrier
+//   wait     tile t: its 9 boxes of 64 tokens × 128 bytes (dims 64b..64b+63) in slots (9t + b) % 23 of
+//            a ring of box slots, each in the 128-byte-swizzle layout (bf16_stage::boxes; cp.async 16 B
+//            by all 256 threads); proxy fence, CTA barrier
 //   Sᵀ = K·Qᵀ   wgmma m64n16k16 bf16 SS: A = K straight from the stage (K-major, 128-byte swizzle),
 //            B = Q of the warpgroup's row (K-major, no swizzle); 36 k16 steps, one group
 //   softmax  tile_maxima of the warpgroup's row (slack 8, P in bf16) on CTA barriers: a jump in either
@@ -15,7 +16,8 @@
 //   Oᵀ += Vᵀ·Pᵀ wgmma m64n16k16 bf16 SS: A = Vᵀ straight from the stage (MN-major: box mt holds dims
 //            64mt.. of every token), B = P; the first row's tile with the pair's last key through
 //            registers instead (ldmatrix.trans, that key's V zeroed)
-//   retire, CTA barrier, then tile t + 2's copies into the stage tile t leaves (2 stages)
+//   retire, CTA barrier, then the boxes 23 ahead into the slots tile t leaves: the rest of tile t + 2
+//            and the first 5 of tile t + 3 (2.6 tiles in flight; two stages of whole tiles held 2)
 //
 // Split pairs write fp32 partials (the bf16 kernel's kind, which the combine reads for bf16).
 #include <cuda_runtime.h>
@@ -36,10 +38,14 @@ namespace {
 using namespace wg;
 
 struct PairTraits {
-  static constexpr int kCtaThreads = 2 * kThreads;  // a warpgroup per q row
-  static constexpr int kStages = 2;
+  static constexpr int kCtaThreads = 2 * kThreads;          // a warpgroup per q row
+  static constexpr int kBoxes = bf16_stage::boxes::kBoxes;  // 128-byte boxes per tile (9): dims 64b..64b+63
+  // The KV ring: box slots of 64 tokens × 128 bytes, tile t's box b in slot (9t + b) % kSlots. A tile's
+  // slots are free once it retired; then the boxes kSlots ahead go out: the rest of tile t + 2 and the
+  // first kHead of tile t + 3 (23 slots: 2.6 tiles in flight where two stages held 2).
+  static constexpr int kSlots = 23;
+  static constexpr int kHead = kSlots - 2 * kBoxes;
   static constexpr int kChunks = bf16_stage::kChunks;                              // 16-byte chunks per row (72)
-  static constexpr int kCopiesPerThread = kTile * kChunks / kCtaThreads;           // 18
   static constexpr int kQCopiesPerThread = 2 * kNumHeads * kChunks / kCtaThreads;  // 9
   static constexpr int kPvSteps = kTile / 16;                                      // 4
   static constexpr float kSlack = 8.f;                                             // P ≤ e^8 in bf16 (tile_maxima)
@@ -47,30 +53,49 @@ struct PairTraits {
 };
 using PT = PairTraits;
 static_assert(bf16_stage::kRows == kTile, "a stage holds one wgmma M of tokens");
-static_assert(kTile * PT::kChunks % PT::kCtaThreads == 0 && 2 * kNumHeads * PT::kChunks % PT::kCtaThreads == 0,
-              "whole copies per thread");
+static_assert(2 * kNumHeads * PT::kChunks % PT::kCtaThreads == 0, "whole Q copies per thread");
+static_assert(kTile * 8 == 2 * PT::kCtaThreads, "a box's 64 rows × 8 chunks: two per thread");
+static_assert(PT::kHead > 0 && PT::kHead < PT::kBoxes, "the ring holds two tiles and part of a third");
 static_assert(bf16_stage::boxes::kBoxBytes == 128 && bf16_stage::boxes::kBoxStride % kSwizzleAlign == 0,
               "every box is whole 128-byte-swizzle atoms (desc_sw128)");
 
 struct PairSmem {
-  alignas(1024) std::uint8_t kv[PT::kStages][bf16_stage::kBytes];  // 9 boxes of 64 rows × 128 B, swizzled (boxes)
-  CoreTile<kNumHeads, 2 * kHeadDim> q[2];                          // Q of rows v, v + 1, bf16 as given
-  CoreTile<kNumHeads, 2 * kTile> p[2];                             // P of each row, bf16 [head][token]
-  float red[2][kWarps][kNumHeads];                                 // per warpgroup: tile max, then l
-  float omax[2][kWarps][kNumHeads];                                // per warpgroup: write_output's |O| max
+  alignas(1024) std::uint8_t kv[PT::kSlots][bf16_stage::boxes::kBoxStride];  // box slots: 64 rows × 128 B, swizzled
+  CoreTile<kNumHeads, 2 * kHeadDim> q[2];                                    // Q of rows v, v + 1, bf16 as given
+  CoreTile<kNumHeads, 2 * kTile> p[2];                                       // P of each row, bf16 [head][token]
+  float red[2][kWarps][kNumHeads];                                           // per warpgroup: tile max, then l
+  float omax[2][kWarps][kNumHeads];                                          // per warpgroup: write_output's |O| max
 };
-static_assert(sizeof(PairSmem) <= 227 * 1024, "bf16 row pairs: over the 227 KB shared-memory limit");
+static_assert(sizeof(PairSmem) + kSwizzleAlign <= 227 * 1024, "bf16 row pairs: over the 227 KB shared-memory limit");
 
-// Tokens [t0, t0 + 64) ∩ [.., end) into stage s: chunk tid + 256i of the tile's 64 × 72 (row =
-// chunk / 72), rows past `end` zero-filled (their source is token t0's row, which exists).
-template <bool kEvictFirst>
-__device__ __forceinline__ void copy_tile(PairSmem& sm, int s, const DecodeParams& p, const KvRowMap& rows, int t0,
-                                          int end) {
+// The slot of box b of tile t (b < kBoxes), from the tile's first: slot0 = 9t % kSlots.
+__device__ __forceinline__ int box_slot(int slot0, int b) {
+  return slot0 + b >= PT::kSlots ? slot0 + b - PT::kSlots : slot0 + b;
+}
+// Boxes [b0, b1) of the item's tile u (tokens [t0, t0 + 64) ∩ [.., end), t0 = kv_begin + 64u) into
+// their slots, if the tile exists: thread tid copies chunk tid % 8 of rows tid / 8 and tid / 8 + 32 of
+// each box (a warp: 4 whole 128-byte lines), rows past `end` zero-filled (their source is token t0's
+// row, which exists).
+template <int kB0, int kB1, bool kEvictFirst>
+__device__ __forceinline__ void copy_boxes(PairSmem& sm, const DecodeParams& p, const KvRowMap& rows,
+                                           const WorkItem& item, int num_tiles, int u) {
+  if (u >= num_tiles) return;
+  const int t0 = item.kv_begin + kTile * u, tid = int(threadIdx.x), c = tid % 8;
+  const int slot0 = PT::kBoxes * u % PT::kSlots;
+  const std::uint8_t* src[2];
+  int bytes[2], at[2];
 #pragma unroll
-  for (int i = 0; i < PT::kCopiesPerThread; ++i) {
-    const int idx = int(threadIdx.x) + PT::kCtaThreads * i, r = idx / PT::kChunks, c = idx % PT::kChunks;
-    const std::uint8_t* src = p.kv + rows.row_or_first(t0 + r, t0, end) * p.kv_row_stride + 16 * c;
-    cp_async16_kv<kEvictFirst>(sm.kv[s] + bf16_stage::boxes::kv_offset(r, c), src, t0 + r < end ? 16 : 0);
+  for (int i = 0; i < 2; ++i) {
+    const int r = tid / 8 + 32 * i;
+    src[i] = p.kv + rows.row_or_first(t0 + r, t0, item.kv_end) * p.kv_row_stride + 16 * c;
+    bytes[i] = t0 + r < item.kv_end ? 16 : 0;
+    at[i] = bf16_stage::boxes::kv_offset(r, c);  // (box 0's: the slot adds the rest)
+  }
+#pragma unroll
+  for (int b = kB0; b < kB1; ++b) {
+    std::uint8_t* box = sm.kv[box_slot(slot0, b)];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) cp_async16_kv<kEvictFirst>(box + at[i], src[i] + 128 * b, bytes[i]);
   }
 }
 // Q of rows v, v + 1 (2 × 16 heads × 72 chunks, contiguous in q) into the K-major core matrices.
@@ -98,10 +123,12 @@ __global__ void __launch_bounds__(PT::kCtaThreads, 1) decode_bf16_pairs_kernel(c
   const int end = g == 0 ? item.pair_end : item.kv_end;  // this row's keys: [kv_begin, end)
   const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
 
+  // The ring's first kSlots boxes, in two groups: tile 0 (and Q), then tile 1 and tile 2's head.
   copy_q(sm, p, item.request);
-  if (num_tiles > 0) copy_tile<kEvictFirst>(sm, 0, p, rows, item.kv_begin, item.kv_end);
+  copy_boxes<0, PT::kBoxes, kEvictFirst>(sm, p, rows, item, num_tiles, 0);
   cp_async_commit();
-  if (num_tiles > 1) copy_tile<kEvictFirst>(sm, 1, p, rows, item.kv_begin + kTile, item.kv_end);
+  copy_boxes<0, PT::kBoxes, kEvictFirst>(sm, p, rows, item, num_tiles, 1);
+  copy_boxes<0, PT::kHead, kEvictFirst>(sm, p, rows, item, num_tiles, 2);
   cp_async_commit();
 
   SoftmaxState<float> st[4];
@@ -125,11 +152,8 @@ __global__ void __launch_bounds__(PT::kCtaThreads, 1) decode_bf16_pairs_kernel(c
 
   for (int t = 0; t < num_tiles; ++t) {
     const int t0 = item.kv_begin + t * kTile;
-    const std::uint8_t* kv = sm.kv[t % PT::kStages];
-    // The stage's 128-byte-swizzle descriptor: K-major for Sᵀ's A (rows = tokens; a k16 step is 32 bytes
-    // of a box, a box 8 KB), MN-major for Oᵀ's A = Vᵀ (box mt = dims 64mt.., a k16 step 16 tokens, 2 KB).
-    const std::uint64_t desc_kv = desc_sw128(kv, 8 * bf16_stage::boxes::kBoxBytes);
-    cp_async_wait<1>();   // this thread's copies of tile t (and Q) landed
+    const int slot0 = PT::kBoxes * t % PT::kSlots;  // box b of tile t: slot box_slot(slot0, b)
+    cp_async_wait<1>();   // this thread's copies of tile t (and Q) landed: all groups but the last
     fence_proxy_async();  // ... cp.async writes → wgmma reads
     __syncthreads();      // ... every thread's
 
@@ -138,7 +162,8 @@ __global__ void __launch_bounds__(PT::kCtaThreads, 1) decode_bf16_pairs_kernel(c
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < kSteps; ++k) {
-      const std::uint64_t a = desc_kv + (bf16_stage::boxes::kBoxStride * (k / 4) + 32 * (k % 4)) / 16;
+      // Box k / 4 by its 128-byte-swizzle descriptor, K-major (rows = tokens): a k16 step is 32 bytes.
+      const std::uint64_t a = desc_sw128(sm.kv[box_slot(slot0, k / 4)], 8 * bf16_stage::boxes::kBoxBytes) + 2 * (k % 4);
       if (k == 0) {
         wgmma_ss_bf16<false>(sacc, a, desc_q);
       } else {
@@ -195,7 +220,8 @@ __global__ void __launch_bounds__(PT::kCtaThreads, 1) decode_bf16_pairs_kernel(c
         std::uint32_t va[PT::kPvSteps][4];
 #pragma unroll
         for (int kk = 0; kk < PT::kPvSteps; ++kk) {
-          ldmatrix_x4_trans(va[kk], kv + bf16_stage::boxes::kv_offset(16 * kk + v_row, 8 * mt + v_chunk));
+          ldmatrix_x4_trans(va[kk],
+                            sm.kv[box_slot(slot0, mt)] + bf16_stage::boxes::kv_offset(16 * kk + v_row, v_chunk));
           // Fragment k16 step kk: registers 0/1 tokens 16kk + 2c, + 1 (dims D, D + 8), 2/3 the same + 8.
           const int tok = t0 + 16 * kk + 2 * (lane % 4);
           const std::uint32_t m0 = (tok < end ? 0xFFFFu : 0u) | (tok + 1 < end ? 0xFFFF0000u : 0u);
@@ -219,8 +245,9 @@ __global__ void __launch_bounds__(PT::kCtaThreads, 1) decode_bf16_pairs_kernel(c
       for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
         for (int kk = 0; kk < PT::kPvSteps; ++kk) {
-          const std::uint64_t a =
-              desc_kv + (bf16_stage::boxes::kBoxStride * mt + 16 * bf16_stage::boxes::kBoxBytes * kk) / 16;
+          // Box mt MN-major (a row = a token's dims 64mt..): a k16 step is 16 tokens, 2 KB.
+          const std::uint64_t a = desc_sw128(sm.kv[box_slot(slot0, mt)], 8 * bf16_stage::boxes::kBoxBytes) +
+                                  16 * bf16_stage::boxes::kBoxBytes * kk / 16;
           wgmma_ss_bf16_mn(o[mt], a, desc_p + 16 * kk);
         }
       }
@@ -229,11 +256,10 @@ __global__ void __launch_bounds__(PT::kCtaThreads, 1) decode_bf16_pairs_kernel(c
     wgmma_wait<0>();
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) fence_regs(o[mt]);
-    // Every warp's wgmmas of tile t retired: tile t + 2 may land in its stage.
+    // Every warp's wgmmas of tile t retired: its slots take the boxes kSlots ahead.
     __syncthreads();
-    if (t + 2 < num_tiles) {
-      copy_tile<kEvictFirst>(sm, t % PT::kStages, p, rows, t0 + 2 * kTile, item.kv_end);
-    }
+    copy_boxes<PT::kHead, PT::kBoxes, kEvictFirst>(sm, p, rows, item, num_tiles, t + 2);
+    copy_boxes<0, PT::kHead, kEvictFirst>(sm, p, rows, item, num_tiles, t + 3);
     cp_async_commit();  // one group per iteration (empty past the end)
   }
   cp_async_wait<0>();
