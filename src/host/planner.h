@@ -222,12 +222,15 @@ constexpr ListModel kRowPairs{2, 2};
 // +3.2 %, 64 × 1024 −10.2 %, 256 × 1024 −18.8 %, 32 × 8192 −21.0 %, 64–256 × 8192 −25 to −26 %.
 constexpr int kRowPairsMinTilesPerSlot = 6;
 bool row_pairs_pay(std::span<const std::int32_t> row_lengths, int slots, int tile);
-// bf16's row pairs (decode_bf16_pairs.cu: a warpgroup per row, two stages where the one-row kernel
-// has three) pay only where the one-row plan is at its worst: more q rows than `sms` (several waves
-// of one CTA per SM) whose mean length exceeds kWalkMaxMeanTiles tiles of `tile` tokens (so they do
-// not walk). Measured on the H200 at s_q 2 (perf-notes v137): −18 to −19 % at 96–256 × 8192 and
-// 128 × 16384; where either condition fails the pairs lost 4–17 % (32 and 64 × 8192, 256 × 1024–4096,
-// 384 × 2048, 512 × 1024) or tied (4 × 1024, 36 × 1024, 34 × 1600).
+// bf16's row pairs (decode_bf16_pairs.cu: a warpgroup per row, a ring of 2.6 tiles where the one-row
+// kernel has three stages) pay where the q rows hold at least kBf16RowPairsMinTilesPerSm tiles of
+// `tile` tokens per SM (`sms`: the one-row kernel's one CTA per SM). Measured on the H200 at s_q 2
+// (perf-notes v140, v141), forced pairs against one row per CTA: 4 × 8192 (7.8 tiles per SM) +10.7 and
+// +12.4 %, 8 × 8192 (15.5) −5.0 %, 36 × 1024 (8.7) −7.6 %, 64 × 1024 (15.5) +0.6 and −1.0 %; at 31:
+// 16 × 8192 +8.0 %, 32 × 4096 +1.0 %, 64 × 2048 +11.4 %, 128 × 1024 −2.2 %; from 62: 32 × 8192 −4.9
+// and −12.7 %, 128 × 2048 −7.2 %, 256 × 1024 −4.1 %, 512 × 1024 −7.4 %, 64 × 8192 −2.5 %, 256 × 4096
+// −8.9 %, 96–256 × 8192 −8.4 to −10.2 %.
+constexpr int kBf16RowPairsMinTilesPerSm = 32;
 bool bf16_row_pairs_pay(std::span<const std::int32_t> row_lengths, int sms, int tile);
 
 // Whether `wl` is a well-formed list of requests of these lengths (what a plan may launch): one split

@@ -1206,8 +1206,8 @@ TEST(GpuDecode, Fp8RowPairs) {
   expect_row_pairs_correct(KvFormat::fp8, 351);
 }
 
-// bf16 with an even s_q runs row pairs (decode_bf16_pairs.cu) where the q rows outnumber the SMs and
-// average more than 64 tiles (bf16_row_pairs_pay): every shape here, on 132 SMs. Whole and split
+// bf16 with an even s_q runs row pairs (decode_bf16_pairs.cu) where the q rows hold at least 32 tiles
+// per SM (bf16_row_pairs_pay): every shape here, on 132 SMs. Whole and split
 // pairs (the pieces end anywhere: first rows whose last piece is shorter by one token), first rows of
 // no key, s_q 2 and 4, contiguous and in pages of 1, 16 and 64, a ragged batch.
 TEST(GpuDecode, Bf16RowPairs) {

@@ -298,19 +298,20 @@ TEST(Planner, RowPairsPayFromTilesPerSlot) {
   EXPECT_TRUE(row_pairs_pay(std::vector<std::int32_t>{need * 64 - 63}, slots, 64)) << "a partial tile counts whole";
 }
 
-// bf16's row pairs: more rows than SMs, of more than kWalkMaxMeanTiles tiles on average.
-TEST(Planner, Bf16RowPairsPayForManyLongRows) {
+// bf16's row pairs: where the q rows hold at least kBf16RowPairsMinTilesPerSm tiles per SM.
+TEST(Planner, Bf16RowPairsPayFromTilesPerSm) {
   const auto rows = [](int batch, int len) { return query_row_lengths(std::vector<std::int32_t>(batch, len), 2); };
-  EXPECT_TRUE(bf16_row_pairs_pay(rows(96, 8192), 132, 64));
-  EXPECT_TRUE(bf16_row_pairs_pay(rows(256, 8192), 132, 64));
-  EXPECT_FALSE(bf16_row_pairs_pay(rows(64, 8192), 132, 64)) << "one wave of rows";
-  EXPECT_FALSE(bf16_row_pairs_pay(rows(256, 4096), 132, 64)) << "rows of 64 tiles or fewer walk";
-  EXPECT_TRUE(bf16_row_pairs_pay(rows(256, 4098), 132, 64));
-  EXPECT_FALSE(bf16_row_pairs_pay(rows(66, 8192), 132, 64)) << "132 rows: one wave";
-  EXPECT_TRUE(bf16_row_pairs_pay(rows(67, 8192), 132, 64));
+  const int sms = 132, need = kBf16RowPairsMinTilesPerSm * sms;
+  EXPECT_TRUE(bf16_row_pairs_pay(rows(256, 8192), sms, 64));
+  EXPECT_TRUE(bf16_row_pairs_pay(rows(32, 8192), sms, 64)) << "62 tiles per SM";
+  EXPECT_TRUE(bf16_row_pairs_pay(rows(256, 1024), sms, 64));
+  EXPECT_FALSE(bf16_row_pairs_pay(rows(4, 8192), sms, 64)) << "7.8 tiles per SM";
+  EXPECT_FALSE(bf16_row_pairs_pay(rows(64, 1024), sms, 64)) << "15.5 tiles per SM";
+  EXPECT_TRUE(bf16_row_pairs_pay(std::vector<std::int32_t>{need * 64}, sms, 64));
+  EXPECT_FALSE(bf16_row_pairs_pay(std::vector<std::int32_t>{need * 64 - 64}, sms, 64));
+  EXPECT_TRUE(bf16_row_pairs_pay(std::vector<std::int32_t>{need * 64 - 63}, sms, 64)) << "a partial tile counts whole";
 }
 
-// A pair's last piece of one token leaves its first row nothing: pair_end = kv_begin there.
 TEST(Planner, RowPairsFirstRowEndsOneEarlier) {
   const std::vector<std::int32_t> pair_lengths = row_pair_lengths(std::vector<std::int32_t>{129, 1}, 2);
   ASSERT_EQ(pair_lengths, (std::vector<std::int32_t>{129, 1}));
