@@ -123,7 +123,7 @@ struct Plan {
   int cluster_size = 0;       // cuda: split rows merged in clusters of this many CTAs (0: by a combine kernel)
   // cuda: 2 when each work item (CTA) takes two q rows of a request, which share their keys, so the
   // KV is read (and converted) once for both — with an even s_q, fp8 and MXFP4 where the rows hold at
-  // least 6 tiles of 64 tokens per slot, bf16 where they outnumber the SMs and average over 64 tiles
+  // least 6 tiles of 64 tokens per slot, bf16 where they hold at least 32 tiles per SM
   // (docs/design.md, "Row pairs"); else 1. With fp8 and MXFP4 pairs, a NaN stored in the last key of a
   // pair's second row (an e4m3 NaN value, an E8M0 NaN scale) also reaches the pair's first row, which
   // does not see that key but shares its V operand.
