@@ -576,17 +576,18 @@ TEST(GpuDecode, NanInAReadRowReachesItsRequestOnly) {
 }
 
 // Row pairs: a NaN in a request's last key reaches its last q row only — the first row of the pair
-// does not see that key (bf16's pair kernel takes its V out of the first row's P·V). MXFP4's pair kernel
-// shares one decoded Vt between the rows and does not (docs/design.md, "Row pairs").
-TEST(GpuDecode, Bf16RowPairsHideTheLastKeyFromTheFirstRow) {
-  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
-  CaseSpec spec = CaseSpec::uniform(67, 4161, KvFormat::bf16);  // 134 rows of 4,160 and 4,161 keys: pairs
+// does not see that key (bf16's pair kernel takes its V out of the first row's P·V). fp8's and MXFP4's
+// pair kernels share one V operand between the rows and do not (docs/design.md, "Row pairs"). The key
+// at a tile's first token, at an odd one of its first 8 and at an odd one of the next 8 (each of the
+// fragment masks' halves).
+void expect_last_key_hidden_from_first_row(int len) {
+  CaseSpec spec = CaseSpec::uniform(67, len, KvFormat::bf16);  // 134 rows of over 4,160 keys: pairs
   spec.s_q = 2;
   HostInputs in = make_inputs(spec);
   GpuResult clean;
   ASSERT_NO_FATAL_FAILURE(run_inputs(in, &clean));
   ASSERT_EQ(clean.plan.rows_per_item, 2) << describe(clean.plan);
-  plant_read_nan(&in, 4160);  // request 0's last key (contiguous: physical row 4160)
+  plant_read_nan(&in, len - 1);  // request 0's last key (contiguous: physical row len − 1)
   GpuResult poisoned;
   ASSERT_NO_FATAL_FAILURE(run_inputs(in, &poisoned));
   const std::size_t per_row = std::size_t(kNumHeads) * kValueDim;
@@ -598,6 +599,13 @@ TEST(GpuDecode, Bf16RowPairsHideTheLastKeyFromTheFirstRow) {
   EXPECT_EQ(0, std::memcmp(clean.out.data() + 2 * per_row, poisoned.out.data() + 2 * per_row,
                            (poisoned.out.size() - 2 * per_row) * 2))
       << "another request changed";
+}
+TEST(GpuDecode, Bf16RowPairsHideTheLastKeyFromTheFirstRow) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (int len : {4161, 4166, 4172}) {  // the last key at token 0, 5, 11 of its tile
+    SCOPED_TRACE(len);
+    ASSERT_NO_FATAL_FAILURE(expect_last_key_hidden_from_first_row(len));
+  }
 }
 
 // A NaN in Q makes every partial of its split row NaN: the merge (combine kernels, clusters) must
@@ -866,7 +874,8 @@ TEST(GpuDecode, RaggedBatchOfAWaveCutBeyondOneWave) {
 
 // bf16's ragged batches (perf-notes v134): fp8's simulated launch picks the list, a CTA per item, never
 // walked — 96 requests of up to 4096 tokens, contiguous; 128 of up to 2048 in pages of 16; 48 of up
-// to 8192 with 2 query tokens each; peaked inputs, against the reference.
+// to 8192 with 2 query tokens each (since v141 row pairs: their rows hold over 32 tiles per SM, and
+// the pair list has a CTA per item too); peaked inputs, against the reference.
 TEST(GpuDecode, Bf16RaggedBatchesRunACtaPerItem) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   struct Shape {
@@ -879,6 +888,7 @@ TEST(GpuDecode, Bf16RaggedBatchesRunACtaPerItem) {
     ASSERT_NO_FATAL_FAILURE(expect_correct_peaked(lens, KvFormat::bf16, sh.page, sh.s_q, 151 + sh.page + sh.s_q, &pl));
     EXPECT_EQ(pl.grid, pl.num_work_items) << describe(pl);
     EXPECT_EQ(describe(pl).find("kernel=walking"), std::string::npos) << describe(pl);
+    EXPECT_EQ(pl.rows_per_item, sh.s_q == 2 ? 2 : 1) << describe(pl);
   }
 }
 
@@ -890,8 +900,9 @@ TEST(GpuDecode, Bf16RaggedBatchesRunACtaPerItem) {
 // empty and one-token requests, partial last tiles, items that start at odd cache rows (fp8's go row
 // by row, bf16's map is over rows), pages of 64 rows (whole tiles by TMA) and 16 rows (row by row),
 // padded rows (fp8: the cp.async kernel; bf16: by TMA, the map's row stride), 2 and 3 query tokens
-// per request (items cut to each token's causal length), and both L2 policies: every run
-// bit-identical to plan()'s and matching the reference.
+// per request (items cut to each token's causal length; fp8's 2 run row pairs, whose kernel copies by
+// cp.async whatever the flag, so fp8's one-row TMA kernel with several query tokens is the 3's), and
+// both L2 policies: every run bit-identical to plan()'s and matching the reference.
 TEST(GpuDecode, KvTmaChangesNoResult) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   struct Shape {
@@ -937,7 +948,9 @@ TEST(GpuDecode, KvTmaChangesNoResult) {
         other.kv_tma = !pl.kv_tma;
         other.kv_evict_first = evict_first;
         const Plan& tma = pl.kv_tma ? pl : other;
-        if (f == KvFormat::bf16 || sh.padding == 0) {
+        if (pl.rows_per_item == 2) {
+          EXPECT_NE(describe(tma).find("kv_copy=cp.async"), std::string::npos) << describe(tma);
+        } else if (f == KvFormat::bf16 || sh.padding == 0) {
           EXPECT_NE(describe(tma).find("kv_copy=tma"), std::string::npos) << describe(tma);
         }
         expect_plans_agree(gc, in, pl, other,
@@ -1064,7 +1077,7 @@ TEST(GpuSanitizer, SmallSuite) {
     EXPECT_EQ(r.plan.rows_per_item, 2) << describe(r.plan);
     EXPECT_GE(r.plan.num_split_requests, 2) << describe(r.plan);
   }
-  // bf16's row pairs (s_q 2, 134 rows of 4,160 keys and 4,161: more rows than SMs, over 64 tiles each).
+  // bf16's row pairs (s_q 2, 134 rows of 4,160 keys and 4,161: over 32 tiles per SM).
   {
     CaseSpec rp = CaseSpec::uniform(67, 4161, KvFormat::bf16);
     rp.s_q = 2;
@@ -1186,6 +1199,7 @@ void expect_row_pairs_correct(KvFormat format, int seed) {
       {testing::ragged_lengths(150, 9, 3000), 2, 64},  // ragged, paged
       {std::vector<std::int32_t>(300, 200), 2, 1},     // more pairs than a wave
       {std::vector<std::int32_t>(800, 20), 2, 0},      // items of one 128-token tile: the one-tile pair kernel
+      {std::vector<std::int32_t>(700, 100), 2, 16},    // ... both warpgroups' halves, paged
   };
   int one_tile = 0;
   for (const Shape& sh : shapes) {

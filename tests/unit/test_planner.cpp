@@ -312,6 +312,7 @@ TEST(Planner, Bf16RowPairsPayFromTilesPerSm) {
   EXPECT_TRUE(bf16_row_pairs_pay(std::vector<std::int32_t>{need * 64 - 63}, sms, 64)) << "a partial tile counts whole";
 }
 
+// A pair's last piece of one token leaves its first row nothing: pair_end = kv_begin there.
 TEST(Planner, RowPairsFirstRowEndsOneEarlier) {
   const std::vector<std::int32_t> pair_lengths = row_pair_lengths(std::vector<std::int32_t>{129, 1}, 2);
   ASSERT_EQ(pair_lengths, (std::vector<std::int32_t>{129, 1}));
@@ -1301,12 +1302,20 @@ TEST(Planner, DecodeVariantAndWorkListSourceFollowThePlan) {
   EXPECT_NE(describe(pl).find("kv_copy=cp.async"), std::string::npos) << describe(pl);
   pl.kv_format = KvFormat::mxfp4;
   EXPECT_EQ(describe(pl).find("kv_copy="), std::string::npos) << "MXFP4 has one copy path: " << describe(pl);
-  // Row pairs: MXFP4's one-tile kernel takes items of up to two 64-token tiles; bf16's pair kernel has
-  // one form.
+  // Row pairs: fp8's and MXFP4's one-tile kernels take items of up to two 64-token tiles; bf16's pair
+  // kernel has one form; every pair kernel copies by cp.async, whatever the TMA flag.
   pl.rows_per_item = 2;
   pl.tokens_per_split = 128;
   d = describe(pl);
   EXPECT_NE(d.find("rows_per_item=2 kernel=one-tile"), std::string::npos) << d;
+  pl.kv_format = KvFormat::fp8;
+  pl.kv_tma = true;
+  d = describe(pl);
+  EXPECT_NE(d.find("rows_per_item=2 kernel=one-tile"), std::string::npos) << d;
+  pl.tokens_per_split = 1024;
+  d = describe(pl);
+  EXPECT_NE(d.find("rows_per_item=2 kernel=general"), std::string::npos) << d;
+  EXPECT_NE(d.find("kv_copy=cp.async"), std::string::npos) << "the pair kernel has no TMA: " << d;
   pl.kv_format = KvFormat::bf16;
   d = describe(pl);
   EXPECT_NE(d.find("rows_per_item=2 kernel=general"), std::string::npos) << d;

@@ -397,9 +397,9 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   d.max_item_tokens = plan.tokens_per_split;
   d.kv_evict_first = plan.kv_evict_first;
   // Whole tiles by TMA when the plan says so and the kernel has a TMA instantiation (any other tile
-  // goes by cp.async in that kernel too).
+  // goes by cp.async in that kernel too; the row-pair kernels copy by cp.async, whatever the flag).
   sm90::TensorMapShape map{};
-  d.kv_tma = plan.kv_tma &&
+  d.kv_tma = plan.kv_tma && plan.rows_per_item == 1 &&
              sm90::has_tma_kernel(p.kv.format, sm90::decode_variant(d.ctas, d.num_items, d.max_item_tokens)) &&
              kv_map_shape(p, &map);
   if (d.kv_tma) {

@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(PT::kCtaThreads, 1) decode_bf16_pairs_kernel(c
         for (int kk = 0; kk < PT::kPvSteps; ++kk) {
           // Box mt MN-major (a row = a token's dims 64mt..): a k16 step is 16 tokens, 2 KB.
           const std::uint64_t a = desc_sw128(sm.kv[box_slot(slot0, mt)], 8 * bf16_stage::boxes::kBoxBytes) +
-                                  16 * bf16_stage::boxes::kBoxBytes * kk / 16;
+                                  bf16_stage::boxes::kBoxBytes * kk;  // 16 rows of 128 B, in 16-byte units
           wgmma_ss_bf16_mn(o[mt], a, desc_p + 16 * kk);
         }
       }

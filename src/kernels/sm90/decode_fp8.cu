@@ -414,7 +414,8 @@ __device__ __forceinline__ void v_fragments(const std::uint8_t* tile, int warp, 
 // kRows: 1, or 2 for row pairs (the header).
 template <int N>
 using Part = std::integral_constant<int, N>;  // copy_tile's part, as a value
-static_assert(kShortItemTokens == (T1::kStages - 1) * kTile, "short items: the tiles the prologue copies");
+static_assert(kShortItemTokens == (T1::kStages - 1) * kTile && 2 * kShortItemTokens == Traits<2>::kCtaTile,
+              "short items: the tiles the prologue copies (a row pair's: one 128-token tile)");
 template <bool kShort, bool kEvictFirst, bool kTma, int kRows>
 __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCtasPerSm)
     decode_fp8_kernel(const __grid_constant__ DecodeParams p) {

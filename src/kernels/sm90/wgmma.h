@@ -1,5 +1,5 @@
 // wgmma building blocks shared by the sm90 wgmma decode kernels (decode_fp8.cu, decode_mxfp4.cu,
-// decode_bf16_pairs.cu): shared-memory descriptors of the no-swizzle canonical layouts, the
+// decode_bf16_pairs.cu): shared-memory descriptors of the canonical layouts (no swizzle, 128-byte swizzle), the
 // warpgroup-level MMA wrappers, register fences, Q's global loads and the output epilogue. One warpgroup per CTA
 // (kThreads), or two for row pairs: fp8's and MXFP4's share one item's columns (the maxima and the
 // epilogue then take kRows = 2), bf16's own a row each (CtaSyncWarpgroupWarps).
@@ -80,7 +80,7 @@ __device__ __forceinline__ void fence_regs(std::uint32_t (&a)[4]) {
   for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[i])::"memory");
 }
 
-// D[64×16] (+)= A · Bᵀ with A in registers (this warp's 16 rows of the 64) and B[16 × K] in shared
+// D[64×N] (+)= A · Bᵀ, N = 16 or 32, with A in registers (this warp's 16 rows of the 64) and B[N × K] in shared
 // memory. kAccumulate = false starts a fresh accumulator (D's old contents ignored).
 // e4m3, K = 32:
 template <bool kAccumulate = true>
