@@ -1190,8 +1190,8 @@ void expect_row_pairs_correct(KvFormat format, int seed) {
     std::vector<std::int32_t> lens;
     int s_q, page;
   };
-  std::vector<std::int32_t> mixed(8, 8192);  // first rows of no key and of one; split requests
-  mixed.insert(mixed.end(), {1, 2, 3, 129, 130, 4098});
+  std::vector<std::int32_t> mixed(8, 8192);  // empty pairs, first rows of no key and of one; split requests
+  mixed.insert(mixed.end(), {0, 1, 2, 3, 129, 130, 4098});
   const std::vector<Shape> shapes = {
       {mixed, 2, 16},
       {std::vector<std::int32_t>(26, 4097), 2, 0},     // split pairs (one-token last pieces: the sanitizer case)
@@ -1231,7 +1231,7 @@ TEST(GpuDecode, Bf16RowPairs) {
     int s_q, page;
   };
   std::vector<std::int32_t> mixed(68, 8193);
-  mixed.insert(mixed.end(), {1, 2, 65, 4161});
+  mixed.insert(mixed.end(), {0, 1, 2, 65, 4161});  // an empty pair, first rows of no key
   std::vector<std::int32_t> ragged = testing::ragged_lengths(140, 11, 12000);
   for (std::int32_t& len : ragged) len = std::max(len, 4200);
   const std::vector<Shape> shapes = {
