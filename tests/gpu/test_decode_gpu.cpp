@@ -1076,10 +1076,28 @@ TEST(GpuSanitizer, SmallSuite) {
     EXPECT_TRUE(r.cmp.ok()) << rp.name() << ": " << r.cmp.summary();
     EXPECT_EQ(r.plan.rows_per_item, 2) << describe(r.plan);
     EXPECT_GE(r.plan.num_split_requests, 2) << describe(r.plan);
+    // Items of one 128-token tile: 99 and 100 keys, both warpgroups' halves, contiguous (fp8: the first
+    // half's copies dense, the second's row by row; the general kernel, the split being 640 tokens);
+    // 19 and 20 keys, the one-tile pair kernel.
+    for (int len : {100, 20}) {
+      CaseSpec one = CaseSpec::uniform(len == 100 ? 700 : 800, len, f);
+      one.s_q = 2;
+      one.dist = Distribution::peaked;
+      one.seed = 83;
+      GpuResult r1;
+      ASSERT_NO_FATAL_FAILURE(run_case(one, &r1));
+      EXPECT_TRUE(r1.cmp.ok()) << one.name() << ": " << r1.cmp.summary();
+      EXPECT_EQ(r1.plan.rows_per_item, 2) << describe(r1.plan);
+      if (len == 20) {
+        EXPECT_NE(describe(r1.plan).find("kernel=one-tile"), std::string::npos) << describe(r1.plan);
+      }
+    }
   }
-  // bf16's row pairs (s_q 2, 134 rows of 4,160 keys and 4,161: over 32 tiles per SM).
+  // bf16's row pairs (s_q 2, 134 rows of 4,160 keys and 4,161: over 32 tiles per SM; an empty pair and
+  // first rows of no key or one).
   {
     CaseSpec rp = CaseSpec::uniform(67, 4161, KvFormat::bf16);
+    rp.kv_lens.insert(rp.kv_lens.end(), {0, 1, 2, 65});
     rp.s_q = 2;
     rp.dist = Distribution::peaked;
     rp.seed = 81;
