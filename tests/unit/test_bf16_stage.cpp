@@ -101,5 +101,33 @@ TEST(Bf16StageBoxes, KernelAddressesAreKvOffset) {
   }
 }
 
+// The pair kernel's ring: box_slot walks the slots from first_slot; at the top of tile t every box of
+// the tile is in groups 0 .. t (the kernel waits for all but the newest, t + 1); each box goes into a
+// slot whose previous box belongs to a tile that has retired when its group is issued (group g ≥ 2 goes
+// out when tile g − 2 retires; groups 0 and 1 fill fresh slots); every slot is used.
+TEST(Bf16Stage, RingSlotsAreFreeWhenWrittenAndFullWhenRead) {
+  using namespace ring;
+  constexpr int kTiles = 2000;
+  std::vector<int> used(kSlots, 0);
+  for (int u = 0; u < kTiles; ++u) {
+    for (int b = 0; b < boxes::kBoxes; ++b) {
+      const int n = boxes::kBoxes * u + b, slot = box_slot(first_slot(u), b), g = copy_group(u, b);
+      ASSERT_EQ(slot, n % kSlots) << "tile " << u << " box " << b;
+      ++used[slot];
+      EXPECT_LE(g, u) << "tile " << u << " box " << b << ": not landed at the top of its tile";
+      EXPECT_GE(g, 0);
+      if (n < kSlots) {
+        EXPECT_LE(g, 1) << "a fresh slot, filled by the prologue";
+      } else {
+        const int previous_tile = (n - kSlots) / boxes::kBoxes;
+        EXPECT_GE(g, 2) << "tile " << u << " box " << b;
+        EXPECT_LE(previous_tile, g - 2) << "tile " << u << " box " << b << ": its slot still holds tile "
+                                        << previous_tile << " when group " << g << " goes out";
+      }
+    }
+  }
+  for (int s = 0; s < kSlots; ++s) EXPECT_GT(used[s], 0) << "slot " << s;
+}
+
 }  // namespace
 }  // namespace mla::sm90::bf16_stage

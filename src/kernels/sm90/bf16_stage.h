@@ -84,4 +84,34 @@ MLA_HD constexpr int v_offset(int lane, int warp, int kk, int jj) {
 }
 
 }  // namespace boxes
+
+// The row-pair kernel's ring (decode_bf16_pairs.cu): kSlots slots of one box each (boxes' layout, 64
+// rows × 128 bytes), box b of tile t in slot (9t + b) % kSlots. When tile t retires, its 9 slots take
+// the boxes kSlots ahead: the rest (boxes ≥ kHead) of tile t + 2 and the head (boxes < kHead) of tile
+// t + 3, one cp.async group; the prologue's two groups are tile 0, then tile 1 and the head of tile 2.
+// At the top of tile t the kernel waits for all groups but the newest — groups 0 .. t — so every box of
+// tile t must be in one of them (copy_group; tests/unit/test_bf16_stage.cpp checks that, and that no
+// slot is written before the tile that held it retired).
+namespace ring {
+
+constexpr int kSlots = 23;
+constexpr int kHead = kSlots - 2 * boxes::kBoxes;  // 5
+static_assert(kHead > 0 && kHead < boxes::kBoxes, "the ring holds two tiles and part of a third");
+
+MLA_HD constexpr int first_slot(int tile) {
+  return boxes::kBoxes * tile % kSlots;
+}
+// The slot of box b < 9 of the tile whose first_slot is slot0.
+MLA_HD constexpr int box_slot(int slot0, int b) {
+  return slot0 + b >= kSlots ? slot0 + b - kSlots : slot0 + b;
+}
+// The cp.async group, in commit order, that copies box b of tile u: 0 (tile 0), 1 (tile 1, the head of
+// tile 2), then 2 + t for what tile t's retirement issues.
+MLA_HD constexpr int copy_group(int u, int b) {
+  if (u == 0) return 0;
+  if (u == 1 || (u == 2 && b < kHead)) return 1;
+  return b < kHead ? u - 1 : u;  // a head goes out when tile u − 3 retires, a rest when u − 2 does
+}
+
+}  // namespace ring
 }  // namespace mla::sm90::bf16_stage

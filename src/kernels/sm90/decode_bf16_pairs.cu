@@ -40,11 +40,9 @@ using namespace wg;
 struct PairTraits {
   static constexpr int kCtaThreads = 2 * kThreads;          // a warpgroup per q row
   static constexpr int kBoxes = bf16_stage::boxes::kBoxes;  // 128-byte boxes per tile (9): dims 64b..64b+63
-  // The KV ring: box slots of 64 tokens × 128 bytes, tile t's box b in slot (9t + b) % kSlots. A tile's
-  // slots are free once it retired; then the boxes kSlots ahead go out: the rest of tile t + 2 and the
-  // first kHead of tile t + 3 (23 slots: 2.6 tiles in flight where two stages held 2).
-  static constexpr int kSlots = 23;
-  static constexpr int kHead = kSlots - 2 * kBoxes;
+  // The KV ring (bf16_stage::ring): 23 box slots, 2.6 tiles in flight where two stages held 2.
+  static constexpr int kSlots = bf16_stage::ring::kSlots;
+  static constexpr int kHead = bf16_stage::ring::kHead;
   static constexpr int kChunks = bf16_stage::kChunks;                              // 16-byte chunks per row (72)
   static constexpr int kQCopiesPerThread = 2 * kNumHeads * kChunks / kCtaThreads;  // 9
   static constexpr int kPvSteps = kTile / 16;                                      // 4
@@ -55,7 +53,6 @@ using PT = PairTraits;
 static_assert(bf16_stage::kRows == kTile, "a stage holds one wgmma M of tokens");
 static_assert(2 * kNumHeads * PT::kChunks % PT::kCtaThreads == 0, "whole Q copies per thread");
 static_assert(kTile * 8 == 2 * PT::kCtaThreads, "a box's 64 rows × 8 chunks: two per thread");
-static_assert(PT::kHead > 0 && PT::kHead < PT::kBoxes, "the ring holds two tiles and part of a third");
 static_assert(bf16_stage::boxes::kBoxBytes == 128 && bf16_stage::boxes::kBoxStride % kSwizzleAlign == 0,
               "every box is whole 128-byte-swizzle atoms (desc_sw128)");
 
@@ -68,10 +65,8 @@ struct PairSmem {
 };
 static_assert(sizeof(PairSmem) + kSwizzleAlign <= 227 * 1024, "bf16 row pairs: over the 227 KB shared-memory limit");
 
-// The slot of box b of tile t (b < kBoxes), from the tile's first: slot0 = 9t % kSlots.
-__device__ __forceinline__ int box_slot(int slot0, int b) {
-  return slot0 + b >= PT::kSlots ? slot0 + b - PT::kSlots : slot0 + b;
-}
+using bf16_stage::ring::box_slot;
+using bf16_stage::ring::first_slot;
 // Boxes [b0, b1) of the item's tile u (tokens [t0, t0 + 64) ∩ [.., end), t0 = kv_begin + 64u) into
 // their slots, if the tile exists: thread tid copies chunk tid % 8 of rows tid / 8 and tid / 8 + 32 of
 // each box (a warp: 4 whole 128-byte lines), rows past `end` zero-filled (their source is token t0's
@@ -81,7 +76,7 @@ __device__ __forceinline__ void copy_boxes(PairSmem& sm, const DecodeParams& p, 
                                            const WorkItem& item, int num_tiles, int u) {
   if (u >= num_tiles) return;
   const int t0 = item.kv_begin + kTile * u, tid = int(threadIdx.x), c = tid % 8;
-  const int slot0 = PT::kBoxes * u % PT::kSlots;
+  const int slot0 = first_slot(u);
   const std::uint8_t* src[2];
   int bytes[2], at[2];
 #pragma unroll
@@ -152,10 +147,10 @@ __global__ void __launch_bounds__(PT::kCtaThreads, 1) decode_bf16_pairs_kernel(c
 
   for (int t = 0; t < num_tiles; ++t) {
     const int t0 = item.kv_begin + t * kTile;
-    const int slot0 = PT::kBoxes * t % PT::kSlots;  // box b of tile t: slot box_slot(slot0, b)
-    cp_async_wait<1>();   // this thread's copies of tile t (and Q) landed: all groups but the last
-    fence_proxy_async();  // ... cp.async writes → wgmma reads
-    __syncthreads();      // ... every thread's
+    const int slot0 = first_slot(t);  // box b of tile t: slot box_slot(slot0, b)
+    cp_async_wait<1>();               // this thread's copies of tile t (and Q) landed: all groups but the last
+    fence_proxy_async();              // ... cp.async writes → wgmma reads
+    __syncthreads();                  // ... every thread's
 
     // Sᵀ = K · Qᵀ: 36 k16 steps, both operands in shared memory, one chain.
     fence_regs(sacc);
