@@ -133,8 +133,7 @@ std::string describe(const Plan& plan) {
     os << " items_from=" << (in_params ? "params" : "workspace");
     os << " kv_l2=" << (plan.kv_evict_first ? "evict_first" : "normal");
     if (plan.kv_format != KvFormat::mxfp4) {  // the formats with a TMA kernel: the copy path that runs
-      // (The row-pair kernels copy by cp.async whatever the flag.)
-      const bool tma = plan.kv_tma && plan.rows_per_item == 1 && sm90::has_tma_kernel(plan.kv_format, variant);
+      const bool tma = plan.kv_tma && sm90::has_tma_kernel(plan.kv_format, variant, plan.rows_per_item);
       os << " kv_copy=" << (tma ? "tma" : "cp.async");
     }
   }

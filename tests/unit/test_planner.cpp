@@ -1251,16 +1251,20 @@ TEST(Planner, WorkspaceGrowsLinearlyInQueryRows) {
 // read their work items (run()): both follow from the plan, and describe() prints them.
 TEST(Planner, DecodeVariantAndWorkListSourceFollowThePlan) {
   using sm90::DecodeVariant;
-  // The TMA instantiations (v113, v115, v123): bf16's general and walking kernels, fp8's general one.
-  static_assert(sm90::has_tma_kernel(KvFormat::bf16, DecodeVariant::general) &&
-                    sm90::has_tma_kernel(KvFormat::bf16, DecodeVariant::walking) &&
-                    !sm90::has_tma_kernel(KvFormat::bf16, DecodeVariant::one_tile),
+  // The TMA instantiations (v113, v115, v123): bf16's general and walking kernels, fp8's general one,
+  // all of one q row per item.
+  static_assert(sm90::has_tma_kernel(KvFormat::bf16, DecodeVariant::general, 1) &&
+                    sm90::has_tma_kernel(KvFormat::bf16, DecodeVariant::walking, 1) &&
+                    !sm90::has_tma_kernel(KvFormat::bf16, DecodeVariant::one_tile, 1),
                 "bf16's TMA kernels");
-  static_assert(sm90::has_tma_kernel(KvFormat::fp8, DecodeVariant::general) &&
-                    !sm90::has_tma_kernel(KvFormat::fp8, DecodeVariant::walking) &&
-                    !sm90::has_tma_kernel(KvFormat::fp8, DecodeVariant::one_tile),
+  static_assert(sm90::has_tma_kernel(KvFormat::fp8, DecodeVariant::general, 1) &&
+                    !sm90::has_tma_kernel(KvFormat::fp8, DecodeVariant::walking, 1) &&
+                    !sm90::has_tma_kernel(KvFormat::fp8, DecodeVariant::one_tile, 1),
                 "fp8's TMA kernel");
-  static_assert(!sm90::has_tma_kernel(KvFormat::mxfp4, DecodeVariant::general), "MXFP4 has no TMA kernel");
+  static_assert(!sm90::has_tma_kernel(KvFormat::mxfp4, DecodeVariant::general, 1), "MXFP4 has no TMA kernel");
+  static_assert(!sm90::has_tma_kernel(KvFormat::bf16, DecodeVariant::general, 2) &&
+                    !sm90::has_tma_kernel(KvFormat::fp8, DecodeVariant::general, 2),
+                "the row-pair kernels copy by cp.async");
   EXPECT_EQ(sm90::decode_variant(132, 256, 4096), DecodeVariant::walking);  // bf16: more items than CTAs
   EXPECT_EQ(sm90::decode_variant(64, 64, 64), DecodeVariant::one_tile);     // 4 × 1024: one tile per item
   EXPECT_EQ(sm90::decode_variant(256, 256, 64), DecodeVariant::one_tile);   // one-tile items in clusters

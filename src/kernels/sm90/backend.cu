@@ -240,7 +240,8 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
     const bool fp8 = p.kv.format == KvFormat::fp8;  // (MXFP4 has no map: kv_map_shape)
     return kv_tma(items, grid, tile, fp8 ? kTmaMinTilesFp8 : kTmaMinTilesBf16, kTmaMinChainTilesBf16, fp8 ? 2 : 1,
                   map_fits, p.paging.page_size) &&
-           sm90::has_tma_kernel(p.kv.format, sm90::decode_variant(grid, int(items.size()), tokens_per_split)) &&
+           sm90::has_tma_kernel(p.kv.format, sm90::decode_variant(grid, int(items.size()), tokens_per_split),
+                                row_pairs ? 2 : 1) &&
            (p.kv.format != KvFormat::bf16 || kv_tma_waves(grid, slots)) && tensor_map_encoder() != nullptr;
   };
   std::vector<WorkItem> cluster_items;
@@ -307,7 +308,7 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   pl.cluster_size = cluster;
   pl.rows_per_item = row_pairs ? 2 : 1;
   pl.kv_evict_first = kv_evict_first(pl.total_kv * kv_row_bytes(p.kv.format), l2_bytes, p.s_q);
-  pl.kv_tma = !row_pairs && tma_for(items, pl.grid, pl.tokens_per_split);  // (the row-pair kernels copy by cp.async)
+  pl.kv_tma = tma_for(items, pl.grid, pl.tokens_per_split);
   pl.host_work_list = std::make_shared<const std::vector<WorkItem>>(std::move(items));
   *out = pl;
   return Status::success();
@@ -397,11 +398,11 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   d.max_item_tokens = plan.tokens_per_split;
   d.kv_evict_first = plan.kv_evict_first;
   // Whole tiles by TMA when the plan says so and the kernel has a TMA instantiation (any other tile
-  // goes by cp.async in that kernel too; the row-pair kernels copy by cp.async, whatever the flag).
+  // goes by cp.async in that kernel too).
   sm90::TensorMapShape map{};
-  d.kv_tma = plan.kv_tma && plan.rows_per_item == 1 &&
-             sm90::has_tma_kernel(p.kv.format, sm90::decode_variant(d.ctas, d.num_items, d.max_item_tokens)) &&
-             kv_map_shape(p, &map);
+  const sm90::DecodeVariant variant =
+      sm90::decode_variant_of(p.kv.format, d.ctas, d.num_items, d.max_item_tokens, plan.rows_per_item);
+  d.kv_tma = plan.kv_tma && sm90::has_tma_kernel(p.kv.format, variant, plan.rows_per_item) && kv_map_shape(p, &map);
   if (d.kv_tma) {
     const Status s = encode_kv_map(p, map, &d.kv_map);
     if (!s.ok()) return s;

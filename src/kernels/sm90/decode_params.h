@@ -37,10 +37,11 @@ constexpr DecodeVariant decode_variant_of(KvFormat format, int ctas, int num_ite
   return decode_variant(ctas, num_items, max_item_tokens, rows_per_item);
 }
 
-// Whether the kernel that `format` launches for variant v has a TMA instantiation (Plan::kv_tma picks
-// it): the general kernels of bf16 and fp8, and bf16's walking kernel. The one-tile kernels, and
-// MXFP4's, copy by cp.async whatever the plan says.
-constexpr bool has_tma_kernel(KvFormat format, DecodeVariant v) {
+// Whether the kernel that `format` launches for variant v and `rows_per_item` has a TMA instantiation
+// (Plan::kv_tma picks it): the one-row general kernels of bf16 and fp8, and bf16's walking kernel. The
+// one-tile kernels, the row-pair kernels and MXFP4's copy by cp.async whatever the plan says.
+constexpr bool has_tma_kernel(KvFormat format, DecodeVariant v, int rows_per_item) {
+  if (rows_per_item != 1) return false;
   switch (format) {
     case KvFormat::bf16:
       return v != DecodeVariant::one_tile;
