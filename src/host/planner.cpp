@@ -995,20 +995,13 @@ bool walks_every_item_once(std::span<const WorkItem> items, int grid) {
   return taken == n;
 }
 
-namespace {
-std::int64_t whole_tiles(std::span<const std::int32_t> row_lengths, int tile) {
-  std::int64_t tiles = 0;
-  for (std::int32_t len : row_lengths) tiles += (std::int64_t(len) + tile - 1) / tile;
-  return tiles;
-}
-}  // namespace
-
+// (The rows' whole tiles: total_cost without an item charge.)
 bool row_pairs_pay(std::span<const std::int32_t> row_lengths, int slots, int tile) {
-  return whole_tiles(row_lengths, tile) >= std::int64_t(kRowPairsMinTilesPerSlot) * slots;
+  return total_cost(row_lengths, tile, 0) >= std::int64_t(kRowPairsMinTilesPerSlot) * slots;
 }
 
 bool bf16_row_pairs_pay(std::span<const std::int32_t> row_lengths, int sms, int tile) {
-  return whole_tiles(row_lengths, tile) >= std::int64_t(kBf16RowPairsMinTilesPerSm) * sms;
+  return total_cost(row_lengths, tile, 0) >= std::int64_t(kBf16RowPairsMinTilesPerSm) * sms;
 }
 
 WorkList row_pair_work_list(const WorkList& pair_list, std::span<const std::int32_t> pair_lengths) {
