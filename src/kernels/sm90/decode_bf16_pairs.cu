@@ -111,11 +111,11 @@ __global__ void __launch_bounds__(PT::kCtaThreads, 1) decode_bf16_pairs_kernel(c
   launch_dependents();  // the combine grid's launch latency hides behind this kernel
 
   const WorkItem item = work_item(p, int(blockIdx.x));
-  const int g = __shfl_sync(0xffffffffu, int(threadIdx.x) / kThreads, 0);  // warpgroup = row item.request + g
+  const int g = wg_of<2>();         // warpgroup = row item.request + g
   const CtaSyncWarpgroupWarps bar;  // CTA barriers; warp w of the warpgroup indexes its own red
   const int warp = bar.warp(), lane = int(threadIdx.x % 32), gr = lane / 4;
   const KvRowMap rows(p, item);
-  const int end = g == 0 ? item.pair_end : item.kv_end;  // this row's keys: [kv_begin, end)
+  const int end = row_end<2>(item, g);  // this row's keys: [kv_begin, end)
   const int num_tiles = (item.kv_end - item.kv_begin + kTile - 1) / kTile;
 
   // The ring's first kSlots boxes, in two groups: tile 0 (and Q), then tile 1 and tile 2's head.

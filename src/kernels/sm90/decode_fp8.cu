@@ -428,19 +428,13 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
   launch_dependents();  // the combine grid's launch latency hides behind this kernel
 
   const WorkItem item = work_item(p, int(blockIdx.x));
-  // The thread's warpgroup (through a shuffle from lane 0: the compiler then knows it is warp-uniform),
-  // its index in it, and its warp of the warpgroup.
-  const int wg = kRows == 1 ? 0 : __shfl_sync(0xffffffffu, int(threadIdx.x) / kThreads, 0);
-  const unsigned tid = kRows == 1 ? threadIdx.x : threadIdx.x % kThreads;
+  const int wg = wg_of<kRows>();
+  const unsigned tid = wg_tid<kRows>();
   const int warp = int(tid / 32), lane = threadIdx.x % 32;
   const int g = lane / 4, c = lane % 4;           // accumulator row group / column pair
   const QRegs q_regs = fetch_q(p, item.request);  // in flight while the first tile's loads go out
   const KvRowMap rows(p, item);
   const int num_tiles = (item.kv_end - item.kv_begin + T::kCtaTile - 1) / T::kCtaTile;
-  // Row r of the item sees tokens < row_end[r]: a row pair's first row all but the pair's last.
-  int row_end[kRows];
-  row_end[kRows - 1] = item.kv_end;
-  if constexpr (kRows == 2) row_end[0] = item.pair_end;
   // Tile t's first token, and the warpgroup's (its half of a row pair's tile).
   const auto cta_t0 = [&](int t) { return item.kv_begin + t * T::kCtaTile; };
   const auto wg_t0 = [&](int t) { return cta_t0(t) + kTile * wg; };
@@ -585,7 +579,7 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
     float x[kI][2];
 #pragma unroll
     for (int i = 0; i < kI; ++i) {
-      const int j0 = acc_reg(i), end = row_end[i / 4];
+      const int j0 = acc_reg(i), end = row_end<kRows>(item, i / 4);
       x[i][0] = t0 + u0 < end ? s[j0] * lscale[i] : -INFINITY;
       x[i][1] = t0 + u0 + 8 < end ? s[j0 + 2] * lscale[i] : -INFINITY;
     }

@@ -153,16 +153,6 @@ __device__ __forceinline__ int value_row_dim(int r) {
 __device__ __forceinline__ int raw_swizzle(int row) {
   return (row >> 2) & 1;
 }
-// The thread's warpgroup (0 unless row pairs) and its index in it.
-template <int kRows>
-__device__ __forceinline__ int wg_of() {
-  // (Through a shuffle from lane 0: the compiler then knows it is warp-uniform.)
-  return kRows == 1 ? 0 : __shfl_sync(0xffffffffu, int(threadIdx.x) / kThreads, 0);
-}
-template <int kRows>
-__device__ __forceinline__ unsigned wg_tid() {
-  return kRows == 1 ? threadIdx.x : threadIdx.x % kThreads;
-}
 struct RawRegs {
   uint4 x[kRawPerThread];
 };
@@ -377,10 +367,6 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
   const QRegs q_regs = fetch_q(p, item.request);            // in flight while the first tile's loads go out
   const KvRowMap rows(p, item);
   const int num_tiles = (item.kv_end - item.kv_begin + T::kCtaTile - 1) / T::kCtaTile;
-  // Row r of the item sees tokens < row_end[r]: a row pair's first row all but the pair's last.
-  int row_end[kRows];
-  row_end[kRows - 1] = item.kv_end;
-  if constexpr (kRows == 2) row_end[0] = item.pair_end;
   // The warpgroup's first token of tile t (its half of a row pair's tile).
   const auto wg_t0 = [&](int t) { return item.kv_begin + t * T::kCtaTile + kTile * wg; };
   const auto cta_t0 = [&](int t) { return item.kv_begin + t * T::kCtaTile; };
@@ -511,7 +497,7 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
     float x[kI][2];
 #pragma unroll
     for (int i = 0; i < kI; ++i) {
-      const int j0 = acc_reg(i), end = row_end[i / 4];
+      const int j0 = acc_reg(i), end = row_end<kRows>(item, i / 4);
       x[i][0] = t0 + u0 < end ? s[j0] * ls : -INFINITY;
       x[i][1] = t0 + u0 + 8 < end ? s[j0 + 2] * ls : -INFINITY;
     }

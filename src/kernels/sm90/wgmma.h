@@ -206,6 +206,24 @@ __device__ __forceinline__ QRegs fetch_q(const DecodeParams& p, int v) {
   return q;
 }
 
+// ── warpgroups and rows ──────────────────────────────────────────────────────────────────────────
+// The thread's warpgroup (0 unless row pairs) and its index in it.
+template <int kRows>
+__device__ __forceinline__ int wg_of() {
+  // (Through a shuffle from lane 0: the compiler then knows it is warp-uniform.)
+  return kRows == 1 ? 0 : __shfl_sync(0xffffffffu, int(threadIdx.x) / kThreads, 0);
+}
+template <int kRows>
+__device__ __forceinline__ unsigned wg_tid() {
+  return kRows == 1 ? threadIdx.x : threadIdx.x % kThreads;
+}
+// Row r of a work item of kRows q rows sees its keys [kv_begin, row_end): a row pair's first row all
+// but the pair's last (WorkItem::pair_end).
+template <int kRows>
+__device__ __forceinline__ int row_end(const WorkItem& item, int r) {
+  return kRows == 2 && r == 0 ? item.pair_end : item.kv_end;
+}
+
 // ── barriers ────────────────────────────────────────────────────────────────────────────────────
 // The threads that meet in tile_maxima and write_output, and the warp's index among them: the CTA
 // (one warpgroup, or a row pair's two), or the CTA's barrier with each warpgroup's warps indexed on
