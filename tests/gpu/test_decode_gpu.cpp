@@ -1059,52 +1059,45 @@ TEST(GpuSanitizer, SmallSuite) {
     EXPECT_TRUE(r.cmp.ok()) << pairs.name() << ": " << r.cmp.summary();
     EXPECT_EQ(r.plan.cluster_size, 2) << describe(r.plan);
   }
-  // fp8's and MXFP4's row pairs (s_q 2): whole pairs, a first row of no key, and pairs split for the combine.
+  // A row-pair case (s_q 2, peaked inputs) against the reference; its plan takes row pairs.
+  const auto run_pairs = [](CaseSpec spec, std::uint64_t seed, GpuResult* r) {
+    spec.s_q = 2;
+    spec.dist = Distribution::peaked;
+    spec.seed = seed;
+    ASSERT_NO_FATAL_FAILURE(run_case(spec, r));
+    EXPECT_TRUE(r->cmp.ok()) << spec.name() << ": " << r->cmp.summary();
+    EXPECT_EQ(r->plan.rows_per_item, 2) << describe(r->plan);
+  };
+  // fp8's and MXFP4's row pairs: whole pairs, a first row of no key, and pairs split for the combine.
   for (KvFormat f : {KvFormat::mxfp4, KvFormat::fp8}) {
     CaseSpec rp;
     rp.kv_lens = std::vector<std::int32_t>(13, 4097);  // 1,689 tiles: row pairs on up to 140 SMs; split
                                                        // pairs, last pieces of one token
     rp.kv_lens.insert(rp.kv_lens.end(), {1, 65, 200});
     rp.format = f;
-    rp.s_q = 2;
-    rp.dist = Distribution::peaked;
     rp.page_size = 16;
     rp.spare_rows = 64;
-    rp.seed = 79;
     GpuResult r;
-    ASSERT_NO_FATAL_FAILURE(run_case(rp, &r));
-    EXPECT_TRUE(r.cmp.ok()) << rp.name() << ": " << r.cmp.summary();
-    EXPECT_EQ(r.plan.rows_per_item, 2) << describe(r.plan);
+    ASSERT_NO_FATAL_FAILURE(run_pairs(rp, 79, &r));
     EXPECT_GE(r.plan.num_split_requests, 2) << describe(r.plan);
     // Items of one 128-token tile: 99 and 100 keys, both warpgroups' halves, contiguous (fp8: the first
     // half's copies dense, the second's row by row; the general kernel, the split being 640 tokens);
     // 19 and 20 keys, the one-tile pair kernel.
     for (int len : {100, 20}) {
-      CaseSpec one = CaseSpec::uniform(len == 100 ? 700 : 800, len, f);
-      one.s_q = 2;
-      one.dist = Distribution::peaked;
-      one.seed = 83;
       GpuResult r1;
-      ASSERT_NO_FATAL_FAILURE(run_case(one, &r1));
-      EXPECT_TRUE(r1.cmp.ok()) << one.name() << ": " << r1.cmp.summary();
-      EXPECT_EQ(r1.plan.rows_per_item, 2) << describe(r1.plan);
+      ASSERT_NO_FATAL_FAILURE(run_pairs(CaseSpec::uniform(len == 100 ? 700 : 800, len, f), 83, &r1));
       if (len == 20) {
         EXPECT_NE(describe(r1.plan).find("kernel=one-tile"), std::string::npos) << describe(r1.plan);
       }
     }
   }
-  // bf16's row pairs (s_q 2, 134 rows of 4,160 keys and 4,161: over 32 tiles per SM; an empty pair and
-  // first rows of no key or one).
+  // bf16's row pairs (134 rows of 4,160 keys and 4,161: over 32 tiles per SM; an empty pair and first
+  // rows of no key or one).
   {
     CaseSpec rp = CaseSpec::uniform(67, 4161, KvFormat::bf16);
     rp.kv_lens.insert(rp.kv_lens.end(), {0, 1, 2, 65});
-    rp.s_q = 2;
-    rp.dist = Distribution::peaked;
-    rp.seed = 81;
     GpuResult r;
-    ASSERT_NO_FATAL_FAILURE(run_case(rp, &r));
-    EXPECT_TRUE(r.cmp.ok()) << rp.name() << ": " << r.cmp.summary();
-    EXPECT_EQ(r.plan.rows_per_item, 2) << describe(r.plan);
+    ASSERT_NO_FATAL_FAILURE(run_pairs(rp, 81, &r));
   }
   // Every combine kernel (the small suite's splits go to combine_few_kernel<1, S>): rows in 32 pieces
   // (combine_few_kernel<2, 16>), 64 (<4, 16>, with shared memory) and 128 or 256 (combine_kernel, on
