@@ -201,6 +201,7 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   const bool row_pairs =
       forced == nullptr && sm90::decode_row_pairs(p.kv.format, p.s_q) &&
       (p.kv.format == KvFormat::bf16 ? bf16_row_pairs_pay(lengths, sms, tile) : row_pairs_pay(lengths, slots, tile));
+  const int rows_per_item = row_pairs ? 2 : 1;  // (Plan::rows_per_item)
   if (forced != nullptr) {
     wl = *forced;
   } else if (row_pairs) {
@@ -241,7 +242,7 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
     return kv_tma(items, grid, tile, fp8 ? kTmaMinTilesFp8 : kTmaMinTilesBf16, kTmaMinChainTilesBf16, fp8 ? 2 : 1,
                   map_fits, p.paging.page_size) &&
            sm90::has_tma_kernel(p.kv.format, sm90::decode_variant(grid, int(items.size()), tokens_per_split),
-                                row_pairs ? 2 : 1) &&
+                                rows_per_item) &&
            (p.kv.format != KvFormat::bf16 || kv_tma_waves(grid, slots)) && tensor_map_encoder() != nullptr;
   };
   std::vector<WorkItem> cluster_items;
@@ -306,7 +307,7 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   pl.device = device;
   pl.device_sms = sms;
   pl.cluster_size = cluster;
-  pl.rows_per_item = row_pairs ? 2 : 1;
+  pl.rows_per_item = rows_per_item;
   pl.kv_evict_first = kv_evict_first(pl.total_kv * kv_row_bytes(p.kv.format), l2_bytes, p.s_q);
   pl.kv_tma = tma_for(items, pl.grid, pl.tokens_per_split);
   pl.host_work_list = std::make_shared<const std::vector<WorkItem>>(std::move(items));
