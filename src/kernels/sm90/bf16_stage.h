@@ -94,8 +94,8 @@ MLA_HD constexpr int v_offset(int lane, int warp, int kk, int jj) {
 // slot is written before the tile that held it retired).
 namespace ring {
 
-constexpr int kSlots = 23;
-constexpr int kHead = kSlots - 2 * boxes::kBoxes;  // 5
+constexpr int kSlots = 21;                         // (the k-split pair kernel's exchange takes two slots' room)
+constexpr int kHead = kSlots - 2 * boxes::kBoxes;  // 3
 static_assert(kHead > 0 && kHead < boxes::kBoxes, "the ring holds two tiles and part of a third");
 
 MLA_HD constexpr int first_slot(int tile) {

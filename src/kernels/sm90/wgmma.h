@@ -158,13 +158,24 @@ __device__ __forceinline__ void wgmma_ss_bf16(float (&d)[8], std::uint64_t a, st
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
       : "l"(a), "l"(b), "n"(int(kAccumulate)));
 }
+template <bool kAccumulate = true>
+__device__ __forceinline__ void wgmma_ss_bf16(float (&d)[16], std::uint64_t a, std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+      "%16, %17, acc, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(a), "l"(b), "n"(int(kAccumulate)));
+}
 // bf16, K = 16, both operands in shared memory: A MN-major (transposed), B K-major.
+template <bool kAccumulate = true>
 __device__ __forceinline__ void wgmma_ss_bf16_mn(float (&d)[8], std::uint64_t a, std::uint64_t b) {
   asm volatile(
-      "{\n.reg .pred acc;\nsetp.ne.b32 acc, 1, 0;\n"
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %10, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, acc, 1, 1, 1, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(a), "l"(b));
+      : "l"(a), "l"(b), "n"(int(kAccumulate)));
 }
 __device__ __forceinline__ void wgmma_ss_bf16_mn(float (&d)[16], std::uint64_t a, std::uint64_t b) {
   asm volatile(
