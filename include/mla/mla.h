@@ -130,7 +130,8 @@ struct Plan {
   int rows_per_item = 1;
   // cuda: the KV is read under an L2 evict-first policy. plan() sets it when s_q = 1 and the call
   // reads at most 4 × the L2 (faster there on the H200; slower above); a caller may change it before
-  // run(). It changes only speed, never results.
+  // run(). It changes only speed, never results. bf16's row-pair plans (rows_per_item 2) read without
+  // the policy whatever it says.
   bool kv_evict_first = false;
   // cuda, bf16 and fp8: whole KV tiles are copied by the TMA (tensor-map copies) instead of by
   // cp.async, in the general kernel and bf16's walking kernel (not in either format's one-tile

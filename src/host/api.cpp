@@ -131,7 +131,9 @@ std::string describe(const Plan& plan) {
     }
     const bool in_params = plan.host_work_list != nullptr && sm90::items_in_params(plan.num_work_items);
     os << " items_from=" << (in_params ? "params" : "workspace");
-    os << " kv_l2=" << (plan.kv_evict_first ? "evict_first" : "normal");
+    const bool evict_first =  // the L2 policy that runs
+        plan.kv_evict_first && sm90::has_evict_first_kernel(plan.kv_format, plan.rows_per_item);
+    os << " kv_l2=" << (evict_first ? "evict_first" : "normal");
     if (plan.kv_format != KvFormat::mxfp4) {  // the formats with a TMA kernel: the copy path that runs
       const bool tma = plan.kv_tma && sm90::has_tma_kernel(plan.kv_format, variant, plan.rows_per_item);
       os << " kv_copy=" << (tma ? "tma" : "cp.async");

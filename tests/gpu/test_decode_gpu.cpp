@@ -1260,6 +1260,50 @@ TEST(GpuDecode, Bf16RowPairs) {
   }
 }
 
+// Every row-pair kernel under the flags a caller may set on its plan (Plan::kv_evict_first, kv_tma):
+// the results are the plan's, bit for bit. bf16's pair kernel once had an evict-first form that
+// CUDA 13.0's ptxas encoded as an illegal instruction, and no test ran it (perf-notes session 37);
+// it now reads without the policy whatever the flag says, and fp8's and MXFP4's take it.
+TEST(GpuDecode, RowPairPlansTakeTheCallersFlags) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  struct Shape {
+    KvFormat f;
+    std::vector<std::int32_t> lens;
+    const char* kernel;
+  };
+  const std::vector<Shape> shapes = {
+      {KvFormat::bf16, std::vector<std::int32_t>(70, 5000), "kernel=general"},
+      {KvFormat::fp8, std::vector<std::int32_t>(26, 4097), "kernel=general"},
+      {KvFormat::fp8, std::vector<std::int32_t>(800, 20), "kernel=one-tile"},
+      {KvFormat::mxfp4, std::vector<std::int32_t>(26, 4097), "kernel=general"},
+      {KvFormat::mxfp4, std::vector<std::int32_t>(800, 20), "kernel=one-tile"},
+  };
+  for (const Shape& sh : shapes) {
+    CaseSpec spec;
+    spec.kv_lens = sh.lens;
+    spec.format = sh.f;
+    spec.dist = Distribution::peaked;
+    spec.s_q = 2;
+    spec.spare_rows = 64;
+    spec.seed = 431;
+    const HostInputs in = make_inputs(spec);
+    GpuCase gc;
+    Plan pl;
+    ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &pl));
+    ASSERT_EQ(pl.rows_per_item, 2) << describe(pl);
+    EXPECT_NE(describe(pl).find(sh.kernel), std::string::npos) << describe(pl);
+    for (bool evict_first : {false, true}) {
+      for (bool tma : {false, true}) {
+        Plan other = pl;
+        other.kv_evict_first = evict_first;
+        other.kv_tma = tma;
+        expect_plans_agree(gc, in, pl, other,
+                           spec.name() + (evict_first ? ": evict_first" : ": normal") + (tma ? ", tma" : ""));
+      }
+    }
+  }
+}
+
 TEST(GpuDecode, MultiTokenQueriesCausal) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {

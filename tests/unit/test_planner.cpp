@@ -1307,7 +1307,8 @@ TEST(Planner, DecodeVariantAndWorkListSourceFollowThePlan) {
   pl.kv_format = KvFormat::mxfp4;
   EXPECT_EQ(describe(pl).find("kv_copy="), std::string::npos) << "MXFP4 has one copy path: " << describe(pl);
   // Row pairs: fp8's and MXFP4's one-tile kernels take items of up to two 64-token tiles; bf16's pair
-  // kernel has one form; every pair kernel copies by cp.async, whatever the TMA flag.
+  // kernel has one form; every pair kernel copies by cp.async, whatever the TMA flag, and bf16's reads
+  // without the L2 policy, whatever the evict-first flag (has_evict_first_kernel).
   pl.rows_per_item = 2;
   pl.tokens_per_split = 128;
   d = describe(pl);
@@ -1320,10 +1321,14 @@ TEST(Planner, DecodeVariantAndWorkListSourceFollowThePlan) {
   d = describe(pl);
   EXPECT_NE(d.find("rows_per_item=2 kernel=general"), std::string::npos) << d;
   EXPECT_NE(d.find("kv_copy=cp.async"), std::string::npos) << "the pair kernel has no TMA: " << d;
+  EXPECT_NE(d.find("kv_l2=evict_first"), std::string::npos) << "fp8's pair kernel takes the policy: " << d;
   pl.kv_format = KvFormat::bf16;
   d = describe(pl);
   EXPECT_NE(d.find("rows_per_item=2 kernel=general"), std::string::npos) << d;
   EXPECT_NE(d.find("kv_copy=cp.async"), std::string::npos) << d;
+  EXPECT_NE(d.find("kv_l2=normal"), std::string::npos) << "bf16's pair kernel has no evict-first form: " << d;
+  pl.rows_per_item = 1;
+  EXPECT_NE(describe(pl).find("kv_l2=evict_first"), std::string::npos) << describe(pl);
 }
 
 // The KV's L2 policy: evict-first for calls of s_q = 1 that read at most 4 × the L2, inclusive.

@@ -397,7 +397,7 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   d.num_items = plan.num_work_items;
   d.ctas = plan.grid;
   d.max_item_tokens = plan.tokens_per_split;
-  d.kv_evict_first = plan.kv_evict_first;
+  d.kv_evict_first = plan.kv_evict_first && sm90::has_evict_first_kernel(p.kv.format, plan.rows_per_item);
   // Whole tiles by TMA when the plan says so and the kernel has a TMA instantiation (any other tile
   // goes by cp.async in that kernel too).
   sm90::TensorMapShape map{};

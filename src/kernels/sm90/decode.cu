@@ -622,7 +622,7 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, b
                          bool row_pairs = false) {
   switch (format) {
     case KvFormat::bf16:
-      if (row_pairs) return decode_bf16_pairs_kernel_info(evict_first);  // general and one-tile alike
+      if (row_pairs) return decode_bf16_pairs_kernel_info();  // general and one-tile alike, no L2 policy
       switch (v) {
         case Variant::general:
           return tma ? bf16_kernel_info<false, false, true>(evict_first) : bf16_kernel_info<false>(evict_first);

@@ -75,7 +75,7 @@ using bf16_stage::ring::first_slot;
 // their slots, if the tile exists: thread tid copies chunk tid % 8 of rows tid / 8 and tid / 8 + 32 of
 // each box (a warp: 4 whole 128-byte lines), rows past `end` zero-filled (their source is token t0's
 // row, which exists).
-template <int kB0, int kB1, bool kEvictFirst>
+template <int kB0, int kB1>
 __device__ __forceinline__ void copy_boxes(PairSmem& sm, const DecodeParams& p, const KvRowMap& rows,
                                            const WorkItem& item, int num_tiles, int u) {
   if (u >= num_tiles) return;
@@ -94,7 +94,7 @@ __device__ __forceinline__ void copy_boxes(PairSmem& sm, const DecodeParams& p, 
   for (int b = kB0; b < kB1; ++b) {
     std::uint8_t* box = sm.kv[box_slot(slot0, b)];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) cp_async16_kv<kEvictFirst>(box + at[i], src[i] + 128 * b, bytes[i]);
+    for (int i = 0; i < 2; ++i) cp_async16(box + at[i], src[i] + 128 * b, bytes[i]);
   }
 }
 // Q of rows v, v + 1 (32 columns × 72 chunks, contiguous in q) into the K-major core matrices.
@@ -108,7 +108,6 @@ __device__ __forceinline__ void copy_q(PairSmem& sm, const DecodeParams& p, int 
   }
 }
 
-template <bool kEvictFirst>
 __global__ void __launch_bounds__(PT::kCtaThreads, 1) decode_bf16_pairs_kernel(const __grid_constant__ DecodeParams p) {
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
   PairSmem& sm = *reinterpret_cast<PairSmem*>(smem_raw + swizzle_align_bytes(smem_raw));  // slots at 1,024 B
@@ -124,10 +123,10 @@ __global__ void __launch_bounds__(PT::kCtaThreads, 1) decode_bf16_pairs_kernel(c
 
   // The ring's first kSlots boxes, in two groups: tile 0 (and Q), then tile 1 and tile 2's head.
   copy_q(sm, p, item.request);
-  copy_boxes<0, PT::kBoxes, kEvictFirst>(sm, p, rows, item, num_tiles, 0);
+  copy_boxes<0, PT::kBoxes>(sm, p, rows, item, num_tiles, 0);
   cp_async_commit();
-  copy_boxes<0, PT::kBoxes, kEvictFirst>(sm, p, rows, item, num_tiles, 1);
-  copy_boxes<0, PT::kHead, kEvictFirst>(sm, p, rows, item, num_tiles, 2);
+  copy_boxes<0, PT::kBoxes>(sm, p, rows, item, num_tiles, 1);
+  copy_boxes<0, PT::kHead>(sm, p, rows, item, num_tiles, 2);
   cp_async_commit();
 
   SoftmaxState<float> st[kI];
@@ -312,8 +311,8 @@ __global__ void __launch_bounds__(PT::kCtaThreads, 1) decode_bf16_pairs_kernel(c
     for (int mt = 0; mt < kMt; ++mt) fence_regs(o[mt]);
     // Every warp's wgmmas of tile t retired: its slots take the boxes kSlots ahead.
     __syncthreads();
-    copy_boxes<PT::kHead, PT::kBoxes, kEvictFirst>(sm, p, rows, item, num_tiles, t + 2);
-    copy_boxes<0, PT::kHead, kEvictFirst>(sm, p, rows, item, num_tiles, t + 3);
+    copy_boxes<PT::kHead, PT::kBoxes>(sm, p, rows, item, num_tiles, t + 2);
+    copy_boxes<0, PT::kHead>(sm, p, rows, item, num_tiles, t + 3);
     cp_async_commit();  // one group per iteration (empty past the end)
   }
   cp_async_wait<0>();
@@ -336,9 +335,8 @@ __global__ void __launch_bounds__(PT::kCtaThreads, 1) decode_bf16_pairs_kernel(c
 
 }  // namespace
 
-DecodeKernel decode_bf16_pairs_kernel_info(bool evict_first) {
-  return {evict_first ? decode_bf16_pairs_kernel<true> : decode_bf16_pairs_kernel<false>, PT::kCtaThreads,
-          sizeof(PairSmem) + kSwizzleAlign, 1, PT::kPartialsF16};
+DecodeKernel decode_bf16_pairs_kernel_info() {
+  return {decode_bf16_pairs_kernel, PT::kCtaThreads, sizeof(PairSmem) + kSwizzleAlign, 1, PT::kPartialsF16};
 }
 
 }  // namespace mla::sm90

@@ -53,6 +53,14 @@ constexpr bool has_tma_kernel(KvFormat format, DecodeVariant v, int rows_per_ite
   return false;
 }
 
+// Whether the kernel that `format` launches for `rows_per_item` has an evict-first instantiation
+// (Plan::kv_evict_first picks it): all but bf16's row-pair kernel. CUDA 13.0's ptxas encodes that
+// kernel's policy cp.async with an odd uniform register as the descriptor, an illegal instruction at
+// run time (primitives.h; perf-notes session 37), and plan() never asks for the policy at s_q > 1.
+constexpr bool has_evict_first_kernel(KvFormat format, int rows_per_item) {
+  return !(format == KvFormat::bf16 && rows_per_item == 2);
+}
+
 // A CUtensorMap's 128 bytes (cuda.h stays out of this header: the planner and its tests include it
 // without the CUDA toolkit); backend.cu encodes it, the kernel passes its address to the TMA.
 struct alignas(128) TensorMap {

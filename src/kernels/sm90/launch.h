@@ -47,8 +47,9 @@ struct DecodeKernel {
 // items and row pairs); with `row_pairs`, the row-pair kernel (two warpgroups, 128-token tiles).
 DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first, bool tma, bool row_pairs);
 DecodeKernel decode_mxfp4_kernel_info(bool short_items, bool evict_first, bool row_pairs);
-// bf16's row-pair kernel (decode_bf16_pairs.cu): a warpgroup per q row, one CTA per item.
-DecodeKernel decode_bf16_pairs_kernel_info(bool evict_first);
+// bf16's row-pair kernel (decode_bf16_pairs.cu): two warpgroups, one CTA per item; its KV copies
+// take no L2 policy (has_evict_first_kernel).
+DecodeKernel decode_bf16_pairs_kernel_info();
 
 // `max_partials`: most partials of one row (sizes the CTA: more partial groups for long splits);
 // `sms`: the device's SMs (few rows are spread over more CTAs, each a chunk of the value dims).

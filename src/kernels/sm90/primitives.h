@@ -45,8 +45,9 @@ __device__ __forceinline__ std::uint32_t ldg2(const unsigned short* src, std::ui
 }
 // cp_async16 under an L2 policy. CUDA 13.0's ptxas can encode this copy wrongly (an odd uniform
 // register as its descriptor, next to a uniform shared-memory offset: an illegal instruction at run
-// time; seen in fp8's row-by-row copies, caught by the GPU tests): every kernel path that uses it
-// must run in tests/gpu.
+// time; seen in fp8's row-by-row copies, caught by the GPU tests, and in bf16's row-pair kernel, which
+// no test ran): every kernel path that uses it must run in tests/gpu, and the build rejects such an
+// encoding where nvdisasm is at hand (cmake/cuda_compile_check.sh).
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes, std::uint64_t policy) {
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr(dst)), "l"(src),
                "r"(src_bytes), "l"(policy)
