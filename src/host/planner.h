@@ -222,15 +222,20 @@ constexpr ListModel kRowPairs{2, 2};
 // +3.2 %, 64 × 1024 −10.2 %, 256 × 1024 −18.8 %, 32 × 8192 −21.0 %, 64–256 × 8192 −25 to −26 %.
 constexpr int kRowPairsMinTilesPerSlot = 6;
 bool row_pairs_pay(std::span<const std::int32_t> row_lengths, int slots, int tile);
-// bf16's row pairs (decode_bf16_pairs.cu: a warpgroup per row, a ring of 2.6 tiles where the one-row
-// kernel has three stages) pay where the q rows hold at least kBf16RowPairsMinTilesPerSm tiles of
-// `tile` tokens per SM (`sms`: the one-row kernel's one CTA per SM). Measured on the H200 at s_q 2
-// (perf-notes v140, v141), forced pairs against one row per CTA: 4 × 8192 (7.8 tiles per SM) +10.7 and
-// +12.4 %, 8 × 8192 (15.5) −5.0 %, 36 × 1024 (8.7) −7.6 %, 64 × 1024 (15.5) +0.6 and −1.0 %; at 31:
-// 16 × 8192 +8.0 %, 32 × 4096 +1.0 %, 64 × 2048 +11.4 %, 128 × 1024 −2.2 %; from 62: 32 × 8192 −4.9
-// and −12.7 %, 128 × 2048 −7.2 %, 256 × 1024 −4.1 %, 512 × 1024 −7.4 %, 64 × 8192 −2.5 %, 256 × 4096
-// −8.9 %, 96–256 × 8192 −8.4 to −10.2 %.
+// bf16's row pairs (decode_bf16_pairs.cu: two warpgroups splitting each tile's work, a ring of 2.3
+// tiles where the one-row kernel has three stages) pay where the q rows hold at least
+// kBf16RowPairsMinTilesPerSm tiles of `tile` tokens per SM (`sms`: the one-row kernel's one CTA per
+// SM), or where the pairs fit one wave (at most `sms`) while the rows number at least
+// kBf16RowPairsWaveMinRowsPercent % of the SMs and hold at least kBf16RowPairsWaveMinTilesPerSm tiles
+// per SM. Measured on the H200 at s_q 2 (perf-notes v141, v143): from 32 tiles per SM, forced pairs
+// −2.5 to −12.7 % at every shape; below it, the one-wave clause (fitted on 12 shapes, checked on 12
+// more) −2.5 to −33.9 % at 16 of the 17 shapes it takes (128 × 512 +2.0 %); left to one row: 70 × 1024
+// (1.06 rows per SM) +8.5 %, 100 × 64 (1.5 tiles per SM) +6.1 %, and where the pairs alone do not
+// fill the SMs, forced pairs were erratic: 4 × 8192 +8.4 %, 16 × 8192 +4.7 %, 64 × 2048 +8.3 %,
+// 8 × 8192 −7.6 %, 36 × 1024 −11.0 %, 32 × 4096 −2.9 %.
 constexpr int kBf16RowPairsMinTilesPerSm = 32;
+constexpr int kBf16RowPairsWaveMinRowsPercent = 120;
+constexpr int kBf16RowPairsWaveMinTilesPerSm = 4;
 bool bf16_row_pairs_pay(std::span<const std::int32_t> row_lengths, int sms, int tile);
 
 // Whether `wl` is a well-formed list of requests of these lengths (what a plan may launch): one split

@@ -310,6 +310,15 @@ TEST(Planner, Bf16RowPairsPayFromTilesPerSm) {
   EXPECT_TRUE(bf16_row_pairs_pay(std::vector<std::int32_t>{need * 64}, sms, 64));
   EXPECT_FALSE(bf16_row_pairs_pay(std::vector<std::int32_t>{need * 64 - 64}, sms, 64));
   EXPECT_TRUE(bf16_row_pairs_pay(std::vector<std::int32_t>{need * 64 - 63}, sms, 64)) << "a partial tile counts whole";
+  // Below 32 tiles per SM: where the pairs fit one wave and the rows do not.
+  EXPECT_TRUE(bf16_row_pairs_pay(rows(100, 1024), sms, 64)) << "200 rows, 100 pairs, 24 tiles per SM";
+  EXPECT_TRUE(bf16_row_pairs_pay(rows(132, 256), sms, 64)) << "264 rows, 132 pairs: one wave, inclusive";
+  EXPECT_FALSE(bf16_row_pairs_pay(rows(133, 256), sms, 64)) << "133 pairs: two waves";
+  EXPECT_FALSE(bf16_row_pairs_pay(rows(70, 1024), sms, 64)) << "140 rows: under 1.2 per SM";
+  EXPECT_TRUE(bf16_row_pairs_pay(rows(80, 1024), sms, 64)) << "160 rows: 1.2 per SM and more";
+  EXPECT_FALSE(bf16_row_pairs_pay(rows(100, 64), sms, 64)) << "1.5 tiles per SM";
+  EXPECT_TRUE(bf16_row_pairs_pay(rows(100, 192), sms, 64)) << "4.5 tiles per SM";
+  EXPECT_FALSE(bf16_row_pairs_pay(rows(64, 2048), sms, 64)) << "128 rows: one per CTA fits one wave";
 }
 
 // A pair's last piece of one token leaves its first row nothing: pair_end = kv_begin there.
