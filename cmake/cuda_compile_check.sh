@@ -27,9 +27,18 @@ if grep -q "wgmma.mma_async instructions are serialized" <<<"$out"; then
   exit 1
 fi
 if [ -n "$keep" ]; then
-  for cubin in "$keep"/*.cubin; do
-    [ -f "$cubin" ] || continue
-    bad=$("$nvdisasm" -c "$cubin" | grep -E 'desc\[UR[0-9]*[13579]\]')
+  cubins=("$keep"/*.cubin)
+  if [ ! -f "${cubins[0]}" ]; then
+    echo "error: the SASS check found no cubin in nvcc's --keep-dir (cmake/cuda_compile_check.sh)" >&2
+    exit 1
+  fi
+  for cubin in "${cubins[@]}"; do
+    if ! sass=$("$nvdisasm" -c "$cubin" 2>&1); then
+      printf '%s\n' "$sass" | tail -5 >&2
+      echo "error: $nvdisasm failed on $(basename "$cubin") (the SASS check; MLA_NVDISASM picks another)" >&2
+      exit 1
+    fi
+    bad=$(grep -E 'desc\[UR[0-9]*[13579]\]' <<<"$sass")
     if [ -n "$bad" ]; then
       printf '%s\n' "$bad" | head -5 >&2
       echo "error: $(basename "$cubin"): $(wc -l <<<"$bad") instructions take an odd uniform register as their 64-bit" \

@@ -1003,7 +1003,7 @@ bool row_pairs_pay(std::span<const std::int32_t> row_lengths, int slots, int til
 bool bf16_row_pairs_pay(std::span<const std::int32_t> row_lengths, int sms, int tile) {
   const std::int64_t tiles = total_cost(row_lengths, tile, 0), rows = std::int64_t(row_lengths.size());
   if (tiles >= std::int64_t(kBf16RowPairsMinTilesPerSm) * sms) return true;
-  // The pairs fit one wave where the rows, one per CTA, would not.
+  // Pairs no more than the SMs where the rows, one per CTA, overflow them (by 20 % and more).
   return (rows + 1) / 2 <= sms && 100 * rows >= std::int64_t(kBf16RowPairsWaveMinRowsPercent) * sms &&
          tiles >= std::int64_t(kBf16RowPairsWaveMinTilesPerSm) * sms;
 }

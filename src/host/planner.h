@@ -225,8 +225,8 @@ bool row_pairs_pay(std::span<const std::int32_t> row_lengths, int slots, int til
 // bf16's row pairs (decode_bf16_pairs.cu: two warpgroups splitting each tile's work, a ring of 2.3
 // tiles where the one-row kernel has three stages) pay where the q rows hold at least
 // kBf16RowPairsMinTilesPerSm tiles of `tile` tokens per SM (`sms`: the one-row kernel's one CTA per
-// SM), or where the pairs fit one wave (at most `sms`) while the rows number at least
-// kBf16RowPairsWaveMinRowsPercent % of the SMs and hold at least kBf16RowPairsWaveMinTilesPerSm tiles
+// SM), or where the pairs number at most `sms` (the pair list may still split them) while the rows
+// number at least kBf16RowPairsWaveMinRowsPercent % of the SMs and hold at least kBf16RowPairsWaveMinTilesPerSm tiles
 // per SM. Measured on the H200 at s_q 2 (perf-notes v141, v143): from 32 tiles per SM, forced pairs
 // −2.5 to −12.7 % at every shape; below it, the one-wave clause (fitted on 12 shapes, checked on 12
 // more) −2.5 to −33.9 % at 16 of the 17 shapes it takes (128 × 512 +2.0 %); left to one row: 70 × 1024

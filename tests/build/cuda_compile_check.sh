@@ -57,6 +57,10 @@ expect "odd descriptor register fails" 1 "odd uniform register" -- "$tmp/nvcc" "
 expect "the instruction is shown" 1 "desc\[UR1\]" -- "$tmp/nvcc" "$ODD" -c k.cu
 expect "even descriptor register passes" 0 "" -- "$tmp/nvcc" "$EVEN" -c k.cu
 expect "no SASS check without -c" 0 "" -- "$tmp/nvcc" "$ODD"
+printf '#!/usr/bin/env bash\necho "nvdisasm: cannot read" >&2\nexit 3\n' >"$tmp/nvdisasm-broken"
+chmod +x "$tmp/nvdisasm-broken"
+MLA_NVDISASM="$tmp/nvdisasm-broken" expect "a failing nvdisasm fails" 1 "failed on k.sm_90a.cubin" -- "$tmp/nvcc" "$EVEN" -c k.cu
+expect "no cubin fails" 1 "found no cubin" -- true -c k.cu
 unset MLA_NVDISASM
 
 if [[ $FAILS -ne 0 ]]; then

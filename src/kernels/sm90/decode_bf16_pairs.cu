@@ -40,7 +40,7 @@ namespace {
 using namespace wg;
 
 struct PairTraits {
-  static constexpr int kCtaThreads = 2 * kThreads;          // a warpgroup per q row
+  static constexpr int kCtaThreads = 2 * kThreads;          // two warpgroups, splitting each tile's work
   static constexpr int kBoxes = bf16_stage::boxes::kBoxes;  // 128-byte boxes per tile (9): dims 64b..64b+63
   // The KV ring (bf16_stage::ring): 21 box slots, 2.3 tiles.
   static constexpr int kSlots = bf16_stage::ring::kSlots;

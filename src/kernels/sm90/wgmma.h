@@ -2,7 +2,7 @@
 // decode_bf16_pairs.cu): shared-memory descriptors of the canonical layouts (no swizzle, 128-byte swizzle), the
 // warpgroup-level MMA wrappers, register fences, Q's global loads and the output epilogue. One warpgroup per CTA
 // (kThreads), or two for row pairs: fp8's and MXFP4's share one item's columns (the maxima and the
-// epilogue then take kRows = 2), bf16's own a row each (CtaSyncWarpgroupWarps).
+// epilogue then take kRows = 2), bf16's split each tile's k steps and dims (CtaSyncWarpgroupWarps).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -238,8 +238,8 @@ __device__ __forceinline__ int row_end(const WorkItem& item, int r) {
 // ── barriers ────────────────────────────────────────────────────────────────────────────────────
 // The threads that meet in tile_maxima and write_output, and the warp's index among them: the CTA
 // (one warpgroup, or a row pair's two), or the CTA's barrier with each warpgroup's warps indexed on
-// their own (bf16 row pairs: a warpgroup per q row, each with its own `red`; both warpgroups take
-// every barrier, the vote deciding for both).
+// their own (bf16 row pairs: each warpgroup reduces the maxima of the whole Sᵀ over its own 4 warps
+// in its own `red`; both warpgroups take every barrier, the vote deciding for both).
 struct CtaSync {
   __device__ int warp() const { return int(threadIdx.x / 32); }
   __device__ void sync() const { __syncthreads(); }
