@@ -124,9 +124,9 @@ struct Plan {
   // cuda: 2 when each work item (CTA) takes two q rows of a request, which share their keys, so the
   // KV is read (and converted) once for both — with an even s_q, fp8 and MXFP4 where the rows hold at
   // least 6 tiles of 64 tokens per slot, bf16 where they hold at least 32 tiles per SM or where the
-  // pairs number at most the SMs and the rows at least 1.2 per SM (docs/design.md, "Row pairs"); else 1. With fp8 and
-  // MXFP4 pairs, a NaN stored in the last key of a pair's second row (an e4m3 NaN value, an E8M0 NaN scale) also
-  // reaches the pair's first row, which does not see that key but shares its V operand.
+  // pairs number at most the SMs and the rows at least 1.2 per SM (docs/design.md, "Row pairs");
+  // else 1. As with one row per CTA, a NaN stored in a key reaches only the rows that see it: the
+  // pair's last key, the second row's only, is kept out of the first row's shared V operand.
   int rows_per_item = 1;
   // cuda: the KV is read under an L2 evict-first policy. plan() sets it when s_q = 1 and the call
   // reads at most 4 × the L2 (faster there on the H200; slower above); a caller may change it before

@@ -576,18 +576,24 @@ TEST(GpuDecode, NanInAReadRowReachesItsRequestOnly) {
 }
 
 // Row pairs: a NaN in a request's last key reaches its last q row only — the first row of the pair
-// does not see that key (bf16's pair kernel takes its V out of the first row's P·V). fp8's and MXFP4's
-// pair kernels share one V operand between the rows and do not (docs/design.md, "Row pairs"). The key
-// at a tile's first token, at an odd one of its first 8 and at an odd one of the next 8 (each of the
-// fragment masks' halves).
-void expect_last_key_hidden_from_first_row(int len) {
-  CaseSpec spec = CaseSpec::uniform(67, len, KvFormat::bf16);  // 134 rows of over 4,160 keys: pairs
+// does not see that key, and its output and LSE are bit for bit those of a clean run. bf16's pair
+// kernel takes that key's V out of the first row's P·V; fp8's zeroes the key's NaN V bytes after Sᵀ;
+// MXFP4's takes a row with a NaN scale as zero bytes and gives the second row NaN itself
+// (docs/design.md, "Row pairs"). The NaN: plant_read_nan's for bf16 (element 5) and fp8 (dim 5),
+// for MXFP4 a NaN scale of block `mxfp4_block` alone (plant_read_nan's MXFP4 NaN also rewrites the
+// first row's Q, which this test must leave alone).
+void expect_last_key_hidden_from_first_row(KvFormat f, int len, int mxfp4_block = 0, int batch = 67) {
+  CaseSpec spec = CaseSpec::uniform(batch, len, f);  // 134 rows of over 4,160 keys: pairs
   spec.s_q = 2;
   HostInputs in = make_inputs(spec);
   GpuResult clean;
   ASSERT_NO_FATAL_FAILURE(run_inputs(in, &clean));
   ASSERT_EQ(clean.plan.rows_per_item, 2) << describe(clean.plan);
-  plant_read_nan(&in, len - 1);  // request 0's last key (contiguous: physical row len − 1)
+  if (f == KvFormat::mxfp4) {  // request 0's last key (contiguous: physical row len − 1)
+    in.kv_scales[std::size_t(std::int64_t(len - 1) * in.spec.scale_stride + mxfp4_block)] = 0xFF;
+  } else {
+    plant_read_nan(&in, len - 1);
+  }
   GpuResult poisoned;
   ASSERT_NO_FATAL_FAILURE(run_inputs(in, &poisoned));
   const std::size_t per_row = std::size_t(kNumHeads) * kValueDim;
@@ -604,8 +610,21 @@ TEST(GpuDecode, Bf16RowPairsHideTheLastKeyFromTheFirstRow) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (int len : {4161, 4166, 4172}) {  // the last key at token 0, 5, 11 of its tile
     SCOPED_TRACE(len);
-    ASSERT_NO_FATAL_FAILURE(expect_last_key_hidden_from_first_row(len));
+    ASSERT_NO_FATAL_FAILURE(expect_last_key_hidden_from_first_row(KvFormat::bf16, len));
   }
+}
+// fp8 and MXFP4 pairs: 128-token tiles, the last key in either warpgroup's half.
+TEST(GpuDecode, Fp8AndMxfp4RowPairsHideTheLastKeyFromTheFirstRow) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (int len : {4161, 4166, 4230, 4288}) {
+    SCOPED_TRACE(len);
+    ASSERT_NO_FATAL_FAILURE(expect_last_key_hidden_from_first_row(KvFormat::fp8, len));
+    ASSERT_NO_FATAL_FAILURE(expect_last_key_hidden_from_first_row(KvFormat::mxfp4, len, 3));   // a V block
+    ASSERT_NO_FATAL_FAILURE(expect_last_key_hidden_from_first_row(KvFormat::mxfp4, len, 17));  // a rope block
+  }
+  // Items of one 128-token tile: the one-tile pair kernels.
+  ASSERT_NO_FATAL_FAILURE(expect_last_key_hidden_from_first_row(KvFormat::fp8, 100, 0, 800));
+  ASSERT_NO_FATAL_FAILURE(expect_last_key_hidden_from_first_row(KvFormat::mxfp4, 100, 3, 800));
 }
 
 // A NaN in Q makes every partial of its split row NaN: the merge (combine kernels, clusters) must

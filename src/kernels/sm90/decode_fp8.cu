@@ -33,8 +33,9 @@
 // (N = 32: columns 16r + head of row v + r; two accumulator chains); the maxima and P span both
 // warpgroups (8 warps); Oᵀ += Vᵀ·Pᵀ, N = 32, splits the dims: warpgroup g owns m-tiles 4g..4g+3 over
 // both halves of the tile (a fresh accumulator per half). Every K fragment is converted once for
-// both rows, and each wgmma carries both rows' heads. As with MXFP4's pairs, one Vᵀ fragment serves
-// both rows: an e4m3 NaN stored in the pair's last key reaches the first row through 0 · NaN.
+// both rows, and each wgmma carries both rows' heads. One Vᵀ fragment serves both rows, so on the
+// tile of the pair's last key (the second row's only) that key's NaN V bytes become +0 after Sᵀ
+// (last_key_v_nan_to_zero): a NaN stored there reaches the second row only.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -343,6 +344,18 @@ __device__ __forceinline__ void k_convert(const KRaw& x, std::uint32_t (&a)[T1::
   for (int i = 0; i < T1::kBatch; ++i) fence_regs(a[i]);
 }
 
+// Row pairs, on the tile that holds the pair's last key (seen by the second row only): that key's V as
+// stored in its half of the stage (`half`, tile row r) with every NaN byte (e4m3 S.1111.111) set to +0,
+// by the 128 threads of the warpgroup that owns the half, after its Sᵀ has read the row. P·V then
+// multiplies the first row's P of 0 at that key by a finite V, not by NaN; the second row still gets
+// the reference's NaN, through its logit at that key (K is the same bytes, read before).
+__device__ __forceinline__ void last_key_v_nan_to_zero(std::uint8_t* half, int r, unsigned tid) {
+  std::uint32_t* w = reinterpret_cast<std::uint32_t*>(half + fp8_stage::kv_offset(r, int(tid / 4)) + 4 * (tid % 4));
+  const std::uint32_t v = *w;                                                 // dims 4·tid .. 4·tid + 3
+  const std::uint32_t top = ((v & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;  // bit 7 of each NaN byte
+  if (top != 0) *w = v & ~((top >> 7) * 0xFFu);
+}
+
 // P·V: the Vᵀ fragments of the m-tiles mt0 and mt0 + 1 for every P·V k step of 64 tokens (`tile`,
 // the stage's or a row pair's half of it): m-tile mt, rows g / g+8 = dims 64mt + 16w + 2g, + 1; k32
 // step ks: tokens 32ks + [0, 32).
@@ -570,6 +583,13 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
     };  // the group's first, of the warpgroup's
     const auto v_tile = [&](int grp) -> const std::uint8_t* { return sm.kv[stage][half_of(grp)]; };
     std::uint32_t va[2][kGroupTiles][T::kPvSteps][4];
+    if constexpr (kRows == 2) {
+      if (t == num_tiles - 1 && item.pair_end < item.kv_end) {  // the tile of the pair's last key (CTA-uniform)
+        const int u = item.pair_end - cta_t0(t);                // its token in the tile: half u / 64
+        if (wg == u / kTile) last_key_v_nan_to_zero(sm.kv[stage][wg], u % kTile, tid);
+        __syncthreads();  // before any warp's Vᵀ fragments of that half
+      }
+    }
     v_fragments<kTma>(v_tile(0), warp, T::kWgMTiles * wg + mt_of(0), va[0]);
     v_fragments<kTma>(v_tile(1), warp, T::kWgMTiles * wg + mt_of(1), va[1]);
 

@@ -33,7 +33,9 @@
 // 64g..64g+63 as above, and runs Sᵀ for both rows at once (N = 32: columns 16r + head of row v + r);
 // the maxima and P span both warpgroups (8 warps); Oᵀ += Vt·Pᵀ, N = 32, splits the value rows:
 // warpgroup g owns m-tiles 4g..4g+3 over all 128 tokens. Every KV element is decoded once for both
-// rows, and each wgmma carries both rows' heads.
+// rows, and each wgmma carries both rows' heads. Vt serves both rows, so the pair's last key (the
+// second row's only) is taken as zero bytes where it has a NaN scale, and the second row gets its NaN
+// in the epilogue (store_factors): a NaN stored there reaches the second row only.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -90,6 +92,7 @@ struct Smem {
   alignas(16) std::uint32_t fac2[kRows][kTile][T::kBlocks];  // bf16 2^(s − R_w + 126), duplicated pair
   float red[T::kCtaWarps][T::kCols];                         // per-warp tile max (then l) per column
   int rw[T::kCtaWarps];                                      // R_w of this tile per warp
+  int last_key_nan;  // row pairs: the pair's last key has a NaN scale (store_factors; its one writer)
 };
 template <int kRows>
 constexpr bool smem_fits() {
@@ -228,11 +231,31 @@ __device__ __forceinline__ ScaleRegs<kRows> load_scales(const DecodeParams& p, c
 // hit 16 distinct bank pairs): the stores (2 wavefronts a warp) and k_factors' 8-byte loads (8
 // tokens a warp) are conflict-free.
 // Only the warp itself reads its tokens' factors (hence __syncwarp, no block barrier).
+// Row pairs: `pair_end` is the pair's last key (seen by the second row only) where it is below `end`.
+// If a scale of it is NaN (E8M0 0xFF), its whole row is taken as zero bytes, as rows past `end` are:
+// the first row's P of 0 there then meets finite K and V (shared by both rows) rather than NaN, and
+// *last_key_nan (written by that token's half-0 lane, whatever it finds) tells the epilogue to give
+// the second row the reference's NaN. R_w then ignores that row, so it does not cost the other
+// tokens of its warp their precision.
 template <int kRows>
 __device__ __forceinline__ int store_factors(std::uint32_t (&fac2)[kTile][T1::kBlocks], const ScaleRegs<kRows>& sr,
-                                             int t0, int end, unsigned tid) {
+                                             int t0, int end, unsigned tid, int pair_end = 0,
+                                             int* last_key_nan = nullptr) {
   const int r = scale_token(tid), half = scale_half(tid);
-  const std::uint32_t keep = t0 + r < end ? 0xFFFFu : 0u;
+  std::uint32_t keep = t0 + r < end ? 0xFFFFu : 0u;
+  if constexpr (kRows == 2) {
+    const int last = pair_end;                                           // (when below end)
+    if (last < end && unsigned(last - t0 - 16 * int(tid / 32)) < 16u) {  // warp-uniform: the warp holds it
+      bool nan = false;
+      if (t0 + r == last) {
+#pragma unroll
+        for (int i = 0; i < 5; ++i) nan |= (sr.get(i) & 0xFFu) == 0xFFu || (sr.get(i) >> 8) == 0xFFu;
+      }
+      nan |= __shfl_xor_sync(0xffffffffu, int(nan), 16) != 0;  // the token's other half of its blocks
+      if (nan) keep = 0u;
+      if (t0 + r == last && half == 0) *last_key_nan = int(nan);
+    }
+  }
   std::uint32_t v[5], m = 0;
 #pragma unroll
   for (int i = 0; i < 5; ++i) {
@@ -385,7 +408,7 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
   int r_w_next = 127;  // ... of the next tile (its factors stored)
   if (num_tiles > 0) {
     store_raw(sm.kv[wg], raw, tid);
-    r_w_next = store_factors(sm.fac2[wg], scales, wg_t0(0), item.kv_end, tid);
+    r_w_next = store_factors(sm.fac2[wg], scales, wg_t0(0), item.kv_end, tid, item.pair_end, &sm.last_key_nan);
   }
   fence_proxy_async();  // Q stores (generic proxy) → wgmma reads (async proxy)
   __syncthreads();      // Q and tile 0 stored
@@ -509,7 +532,8 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
     // stored and read by that warp alone.)
     if (!kShort && t + 1 < num_tiles) {
       store_raw(sm.kv[wg], raw_next, tid);
-      r_w_next = store_factors(sm.fac2[wg], scales_next, wg_t0(t + 1), item.kv_end, tid);  // S(t) has read fac2
+      r_w_next = store_factors(sm.fac2[wg], scales_next, wg_t0(t + 1), item.kv_end, tid, item.pair_end,
+                               &sm.last_key_nan);  // S(t) has read fac2
     }
 
     // A = the largest R_w seen so far (never decreasing, so O only ever shrinks by 2^(A − A'));
@@ -587,6 +611,20 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
 #pragma unroll
   for (int mt = 0; mt < T::kWgMTiles; ++mt) fence_regs(o[mt]);
 
+  if constexpr (kRows == 2) {
+    if (item.pair_end < item.kv_end && num_tiles > 0 &&
+        sm.last_key_nan != 0) {  // (read after the tile loop's barriers)
+#pragma unroll
+      for (int i = kI / 2; i < kI; ++i) {  // the second row: its logit at that key is NaN in the reference
+        st[i].l = __int_as_float(0x7FC00000);
+#pragma unroll
+        for (int mt = 0; mt < T::kWgMTiles; ++mt) {
+          o[mt][acc_reg(i)] = __int_as_float(0x7FC00000);
+          o[mt][acc_reg(i) + 2] = __int_as_float(0x7FC00000);
+        }
+      }
+    }
+  }
   // Oᵀ is in units of 2^(A − 127); value rows map to dims by value_row_dim.
   const float o_scale = a_run < 0 ? 1.f : decode_e8m0(std::uint8_t(a_run));
   // Cluster mode (one row per item): the exchange is Vt. With row pairs, Vt's start holds write_output's omax.
