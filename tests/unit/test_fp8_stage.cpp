@@ -116,5 +116,27 @@ TEST(Fp8StagePairs, SwizzleIsConflictFree) {
   expect_ldmatrix_and_row_copies_conflict_free([](int r, int c) { return pairs::kv_offset(r, c); });
 }
 
+// e4m3x4_nan_bits and e4m3x4_nan_to_zero: every byte value at every position, the other bytes of every kind (a NaN of
+// either sign, the largest finite codes, zero): NaN bytes become 0, all others stay.
+TEST(Fp8Stage, NanBytesToZeroExactlyTheNanBytes) {
+  const std::uint8_t others[] = {0x00, 0x7F, 0xFF, 0x7E, 0xFE, 0x80, 0x3C, 0x01};
+  for (int pos = 0; pos < 4; ++pos) {
+    for (int b = 0; b < 256; ++b) {
+      for (std::uint8_t o : others) {
+        std::uint32_t v = 0;
+        for (int k = 0; k < 4; ++k) v |= std::uint32_t(k == pos ? b : o) << (8 * k);
+        const std::uint32_t z = e4m3x4_nan_to_zero(v);
+        for (int k = 0; k < 4; ++k) {
+          const std::uint8_t in = std::uint8_t(v >> (8 * k)), out = std::uint8_t(z >> (8 * k));
+          const bool nan = (in & 0x7F) == 0x7F;
+          ASSERT_EQ(out, nan ? 0 : in) << "byte " << k << " of " << std::hex << v;
+          ASSERT_EQ((e4m3x4_nan_bits(v) >> (8 * k)) & 0xFFu, nan ? 0x80u : 0u)
+              << "byte " << k << " of " << std::hex << v;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mla::sm90::fp8_stage

@@ -351,9 +351,8 @@ __device__ __forceinline__ void k_convert(const KRaw& x, std::uint32_t (&a)[T1::
 // the reference's NaN, through its logit at that key (K is the same bytes, read before).
 __device__ __forceinline__ void last_key_v_nan_to_zero(std::uint8_t* half, int r, unsigned tid) {
   std::uint32_t* w = reinterpret_cast<std::uint32_t*>(half + fp8_stage::kv_offset(r, int(tid / 4)) + 4 * (tid % 4));
-  const std::uint32_t v = *w;                                                 // dims 4·tid .. 4·tid + 3
-  const std::uint32_t top = ((v & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;  // bit 7 of each NaN byte
-  if (top != 0) *w = v & ~((top >> 7) * 0xFFu);
+  const std::uint32_t v = *w;  // dims 4·tid .. 4·tid + 3
+  if (fp8_stage::e4m3x4_nan_bits(v) != 0) *w = fp8_stage::e4m3x4_nan_to_zero(v);
 }
 
 // P·V: the Vᵀ fragments of the m-tiles mt0 and mt0 + 1 for every P·V k step of 64 tokens (`tile`,

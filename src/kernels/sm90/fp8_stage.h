@@ -48,6 +48,17 @@ MLA_HD constexpr int v_offset(int lane, int warp, int ks, int mt) {
   return (32 * ks + lane) * kRowBytes + 64 * mt + 16 * (warp ^ ((lane >> 1) & 3));
 }
 
+// Four stored e4m3 bytes: bit 7 of each byte that is a NaN (S.1111.111), the rest 0 — bit 7 of
+// (b & 0x7F) + 1 is set exactly for b & 0x7F = 0x7F, and no byte carries into the next; and the four
+// bytes with every NaN set to +0, the others kept. The row-pair kernel applies them to the pair's
+// last key's V (decode_fp8.cu, last_key_v_nan_to_zero).
+MLA_HD constexpr std::uint32_t e4m3x4_nan_bits(std::uint32_t v) {
+  return ((v & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
+}
+MLA_HD constexpr std::uint32_t e4m3x4_nan_to_zero(std::uint32_t v) {
+  return v & ~((e4m3x4_nan_bits(v) >> 7) * 0xFFu);
+}
+
 // The layout of the TMA kernel: the tile as 32 row pairs of 1,152 bytes (9 whole 128-byte lines when
 // the pair starts at an even row), cut into 9 boxes of 128 bytes per pair: box b holds bytes
 // 128b .. 128b + 127 of every pair, 32 pairs × 128 bytes = 4 KB, its 16-byte chunks XOR-swizzled by
