@@ -241,8 +241,10 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
     const bool fp8 = p.kv.format == KvFormat::fp8;  // (MXFP4 has no map: kv_map_shape)
     return kv_tma(items, grid, tile, fp8 ? kTmaMinTilesFp8 : kTmaMinTilesBf16, kTmaMinChainTilesBf16, fp8 ? 2 : 1,
                   map_fits, p.paging.page_size) &&
-           sm90::has_tma_kernel(p.kv.format, sm90::decode_variant(grid, int(items.size()), tokens_per_split),
-                                rows_per_item) &&
+           sm90::has_tma_kernel(
+               p.kv.format,
+               sm90::decode_variant_of(p.kv.format, grid, int(items.size()), tokens_per_split, rows_per_item),
+               rows_per_item) &&
            (p.kv.format != KvFormat::bf16 || kv_tma_waves(grid, slots)) && tensor_map_encoder() != nullptr;
   };
   std::vector<WorkItem> cluster_items;

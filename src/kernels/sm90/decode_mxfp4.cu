@@ -244,16 +244,15 @@ __device__ __forceinline__ int store_factors(std::uint32_t (&fac2)[kTile][T1::kB
   const int r = scale_token(tid), half = scale_half(tid);
   std::uint32_t keep = t0 + r < end ? 0xFFFFu : 0u;
   if constexpr (kRows == 2) {
-    const int last = pair_end;                                           // (when below end)
-    if (last < end && unsigned(last - t0 - 16 * int(tid / 32)) < 16u) {  // warp-uniform: the warp holds it
+    if (pair_end < end && unsigned(pair_end - t0 - 16 * int(tid / 32)) < 16u) {  // warp-uniform: the warp holds it
       bool nan = false;
-      if (t0 + r == last) {
+      if (t0 + r == pair_end) {
 #pragma unroll
         for (int i = 0; i < 5; ++i) nan |= (sr.get(i) & 0xFFu) == 0xFFu || (sr.get(i) >> 8) == 0xFFu;
       }
       nan |= __shfl_xor_sync(0xffffffffu, int(nan), 16) != 0;  // the token's other half of its blocks
       if (nan) keep = 0u;
-      if (t0 + r == last && half == 0) *last_key_nan = int(nan);
+      if (t0 + r == pair_end && half == 0) *last_key_nan = int(nan);
     }
   }
   std::uint32_t v[5], m = 0;
