@@ -67,6 +67,9 @@ options:
                          plan()'s choice (default: the TMA when every work item holds >= 64
                          tiles for fp8, >= 24 for bf16, or when a bf16 walking CTA's longest
                          chain of items holds >= 16; see README), or forced
+                         Kernels without the forced form (bf16's row pairs: no evict-first;
+                         one-tile and row-pair kernels: no TMA) run their own; such a case's row
+                         says so, and its JSON "layout" names what ran
   --json FILE            also write the results as JSON (checked for writing before the suite runs)
   --help                 this text
 Lists run each entry once (repeats are dropped).
@@ -155,10 +158,11 @@ struct Row {
   KvFormat format = KvFormat::bf16;
   int batch = 0;
   int kv_len = 0;
-  std::string layout;
-  bool ran = false;     // correctness check and timing completed
-  bool passed = false;  // ran and correct
-  std::string error;    // why not
+  std::string layout;     // as asked, the forced L2 policy and copy path as this case's plan runs them
+  std::string not_taken;  // the forced options this case's plan does not run ("" when none)
+  bool ran = false;       // correctness check and timing completed
+  bool passed = false;    // ran and correct
+  std::string error;      // why not
   testing::Stats call;
   testing::Stats device;
   testing::GpuTiming floor;
@@ -187,6 +191,34 @@ std::string layout_name(const Options& o) {
   return s;
 }
 
+// The value of `key` in describe()'s "key=value" fields ("" when absent, as on the cpu backend).
+std::string plan_field(const std::string& description, const std::string& key) {
+  const std::string tag = " " + key + "=";
+  const std::size_t at = description.find(tag);
+  if (at == std::string::npos) return "";
+  const std::size_t from = at + tag.size();
+  return description.substr(from, description.find(' ', from) - from);
+}
+
+// A case's layout: layout_name's, with --kv-l2 and --kv-copy as the case's plan runs them. Not every
+// kernel has both forms (bf16's row pairs read without the policy; one-tile and pair kernels copy by
+// cp.async), and describe() names the form that runs; *not_taken lists the options it overrides.
+std::string case_layout(const Options& o, const std::string& description, std::string* not_taken) {
+  Options ran = o;
+  not_taken->clear();
+  const auto take = [&](std::optional<bool>* forced, const char* option, const char* key, const char* on,
+                        const char* off) {
+    const std::string runs = plan_field(description, key);
+    if (!forced->has_value() || runs.empty() || (runs == on) == **forced) return;
+    *not_taken += std::string(not_taken->empty() ? "" : "; ") + option + " " + (**forced ? on : off) +
+                  " not taken: the plan runs " + key + "=" + runs;
+    *forced = !**forced;
+  };
+  take(&ran.kv_evict_first, "--kv-l2", "kv_l2", "evict_first", "normal");
+  take(&ran.kv_tma, "--kv-copy", "kv_copy", "tma", "cp.async");
+  return layout_name(ran);
+}
+
 std::string fmt(const char* f, double v) {
   if (!std::isfinite(v)) return "-";
   char buf[64];
@@ -208,6 +240,7 @@ void print_row(const Row& r) {
               fmt("%.2e", r.relerr).c_str());
   if (!r.passed) std::printf("  FAIL: %s", r.error.c_str());
   if (r.unhidden_reps) std::printf("  (spin hid the host work in only %d reps)", r.device.reps - r.unhidden_reps);
+  if (!r.not_taken.empty()) std::printf("  (%s)", r.not_taken.c_str());
   std::printf("\n");
   std::fflush(stdout);
 }
@@ -273,6 +306,7 @@ Row run_case(const Options& o, Backend backend, testing::GpuTimer* timer, KvForm
     if (o.kv_evict_first) pc->set_kv_evict_first(*o.kv_evict_first);
     if (o.kv_tma) pc->set_kv_tma(*o.kv_tma);
     r.plan = describe(pc->plan());
+    r.layout = case_layout(o, r.plan, &r.not_taken);
     const CheckResult c = pc->check(o.check_requests);
     if (!c.status.ok()) {
       r.error = c.status.message;
@@ -384,7 +418,7 @@ void write_json(const std::string& path, const Options& o, Backend backend, cons
     const auto gnum = [&](double v) { return r.ran && cuda ? json_num(v) : std::string("null"); };
     f << (i ? ",\n" : "\n") << "    {";
     f << "\"format\": " << json_str(to_string(r.format)) << ", \"batch\": " << r.batch << ", \"kv_len\": " << r.kv_len
-      << ", \"layout\": " << json_str(r.layout);
+      << ", \"layout\": " << json_str(r.layout) << ", \"options_not_taken\": " << json_str(r.not_taken);
     f << ", \"call_us\": " << num(r.call.mean_us) << ", \"call_us_median\": " << num(r.call.median_us);
     f << ", \"device_us\": " << gnum(r.device.mean_us) << ", \"device_us_median\": " << gnum(r.device.median_us);
     const auto fnum = [&](double v) { return r.has_floor ? json_num(v) : std::string("null"); };
