@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command for the H200 machine (bare, no network): builds for sm_90a, runs the GPU and unit
-# tests, compute-sanitizer memcheck + racecheck on a small suite, `mla bench` on SPEC §4's 24 cases,
+# tests, 300 random cases (mla check --random), compute-sanitizer memcheck + racecheck on a small suite, `mla bench` on SPEC §4's 24 cases,
 # and `mla bench --s-q 2` at four shapes. Writes bench.json, bench.txt, summary.txt (to commit next to
 # the JSON) and logs.tgz (build, test, sanitizer and bench-progress logs, the s_q 2 JSON) into OUTDIR
 # and prints a short table last. Fails
@@ -44,6 +44,17 @@ if [ "$gpu_skipped" -ne 0 ] || [ "$gpu_passed" -eq 0 ]; then
   status=1
 fi
 
+# Random cases (mla check --random): 300 problems of random shape, layout, s_q and plan flags against
+# the float64 reference; the seed follows the commit, so every run draws other cases and each is
+# reproducible (`mla check --random 300 --seed S` on that commit).
+step "random cases"
+random_seed=$(( 16#$(printf '%s' "$MLA_COMMIT" | tr -cd '0-9a-f' | cut -c1-7)0 / 16 ))
+./build-gpu/mla check --backend cuda --random 300 --seed "$random_seed" >"$out/random.txt" 2>&1 || status=1
+random_line="random cases (seed $random_seed): $(grep -E "^(OK|FAILED):" "$out/random.txt")"
+grep -E " FAIL " "$out/random.txt" | head -10
+echo "$random_line"
+tail -n 1 "$out/random.txt"
+
 step "compute-sanitizer"
 san_status="ok"
 for tool in memcheck racecheck; do
@@ -72,6 +83,7 @@ step "summary"
   cat "$out/gpu.txt"
   grep -E "tests passed|tests failed" "$out/ctest.log"
   echo "GPU tests: $gpu_passed passed, $gpu_skipped skipped"
+  echo "$random_line"
   echo "compute-sanitizer: $san_status"
   for tool in memcheck racecheck; do tail -n 1 "$out/sanitizer-$tool.log"; done
   echo "s_q 2 (device µs, 30 reps; bench-sq2.json in logs.tgz):"
@@ -80,7 +92,7 @@ step "summary"
 } | tee "$out/summary.txt"
 # The logs go into one archive, so that OUTDIR holds four files (bench.json, bench.txt, summary.txt,
 # logs.tgz): machines that return only a few files return all of them.
-logs=(gpu.txt build.log ctest.log sanitizer-memcheck.log sanitizer-racecheck.log bench-progress.log bench-sq2.json
+logs=(gpu.txt build.log ctest.log random.txt sanitizer-memcheck.log sanitizer-racecheck.log bench-progress.log bench-sq2.json
   bench-sq2.txt bench-sq2-progress.log)
 (cd "$out" && tar czf logs.tgz "${logs[@]}" 2>/dev/null && rm -f "${logs[@]}")
 exit $status

@@ -218,4 +218,12 @@ double geomean(const std::vector<double>& v) {
   return n ? std::exp(s / n) : std::numeric_limits<double>::quiet_NaN();
 }
 
+std::string plan_field(const std::string& description, const std::string& key) {
+  const std::string tag = " " + key + "=";
+  const std::size_t at = description.find(tag);
+  if (at == std::string::npos) return "";
+  const std::size_t from = at + tag.size();
+  return description.substr(from, description.find(' ', from) - from);
+}
+
 }  // namespace mla::tools

@@ -73,6 +73,8 @@ std::vector<std::pair<int, int>> parse_shapes(const std::string& text);  // "4x1
 testing::Distribution parse_dist(const std::string& text);               // challenge | peaked
 Backend parse_backend(const std::string& text);                          // cpu | cuda
 const char* dist_name(testing::Distribution d);
+// The value of `key` in describe()'s " key=value" fields ("" when absent, as on the cpu backend).
+std::string plan_field(const std::string& description, const std::string& key);
 
 // JSON text: a quoted, escaped string; a number (NaN/inf → null).
 std::string json_str(const std::string& s);

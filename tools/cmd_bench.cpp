@@ -191,15 +191,6 @@ std::string layout_name(const Options& o) {
   return s;
 }
 
-// The value of `key` in describe()'s "key=value" fields ("" when absent, as on the cpu backend).
-std::string plan_field(const std::string& description, const std::string& key) {
-  const std::string tag = " " + key + "=";
-  const std::size_t at = description.find(tag);
-  if (at == std::string::npos) return "";
-  const std::size_t from = at + tag.size();
-  return description.substr(from, description.find(' ', from) - from);
-}
-
 // A case's layout: layout_name's, with --kv-l2 and --kv-copy as the case's plan runs them. Not every
 // kernel has both forms (bf16's row pairs read without the policy; one-tile and pair kernels copy by
 // cp.async), and describe() names the form that runs; *not_taken lists the options it overrides.

@@ -1,9 +1,11 @@
 // `mla check`: a correctness sweep against the float64 reference (SPEC §3) on one backend.
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +40,15 @@ options:
                          cuda); s_q > 1 runs on the uniform, ragged and paged64 layouts, with peaked
                          inputs only when both distributions are swept
   --seed N               input seed (default 1)
+  --random N             instead of the sweep, N random cases drawn from --seed: a format of
+                         --format (MXFP4 scale stride 18 or 24, either rounding), a distribution of
+                         --dist, an s_q of --sq, 1-600 requests (cpu: 1-12) of uniform, ragged or
+                         mostly-empty lengths up to 16384 tokens (cpu: 2048; every case capped at
+                         262144 KV rows, cpu 8192), contiguous or paged (1, 16, 64, flat kv_indices),
+                         spare NaN rows and padded rows; on cuda also plan()'s L2 policy and copy
+                         path forced either way at random (Plan::kv_evict_first, Plan::kv_tma).
+                         Up to 24 requests per case are checked (spread over the batch). The
+                         same --seed and N give the same cases; each line names its case
   --help                 this text
 A list runs each entry once (repeats are dropped).
 
@@ -50,6 +61,7 @@ struct Options {
   std::vector<testing::Distribution> dists{testing::Distribution::challenge, testing::Distribution::peaked};
   std::vector<int> s_q;
   std::uint64_t seed = 1;
+  int random = 0;  // --random: this many random cases instead of the sweep
   bool help = false;
 };
 
@@ -71,6 +83,8 @@ Options parse(int argc, char** argv) {
     } else if (k == "--sq" || k == "--s-q" || k == "--s_q") {
       o.s_q.clear();
       for (const std::string& s : split(a.value(), ',')) append_unique(o.s_q, int(parse_int("--sq", s, 1, kMaxSq)));
+    } else if (k == "--random") {
+      o.random = int(parse_int("--random", a.value(), 1, 1000000));
     } else if (k == "--seed") {
       o.seed = std::uint64_t(parse_int("--seed", a.value(), 0, std::numeric_limits<long long>::max()));
     } else {
@@ -95,6 +109,9 @@ constexpr Layout kLayouts[] = {
 struct CheckCase {
   std::string name;
   testing::CaseSpec spec;
+  std::optional<bool> kv_evict_first;  // cuda: plan()'s choice forced (--random)
+  std::optional<bool> kv_tma;
+  int max_requests = std::numeric_limits<int>::max();  // requests checked
 };
 
 std::vector<CheckCase> build_sweep(const Options& o, Backend backend, const std::vector<int>& s_qs) {
@@ -152,10 +169,79 @@ std::vector<CheckCase> build_sweep(const Options& o, Backend backend, const std:
           name += std::string(" ") + dist_name(d) + " " + ln + " b" + std::to_string(spec.kv_lens.size()) + " Lmax" +
                   std::to_string(*std::max_element(spec.kv_lens.begin(), spec.kv_lens.end())) + " s_q" +
                   std::to_string(s_q);
-          cases.push_back({name, spec});
+          CheckCase c;
+          c.name = name;
+          c.spec = spec;
+          cases.push_back(std::move(c));
         }
       }
     }
+  }
+  return cases;
+}
+
+// --random: `count` cases drawn from `seed` (splitmix64), each named in full.
+std::vector<CheckCase> build_random(const Options& o, Backend backend, const std::vector<int>& s_qs) {
+  const bool cuda = backend == Backend::cuda;
+  const int max_batch = cuda ? 600 : 12;
+  const int max_len = cuda ? 16384 : 2048;
+  const std::int64_t max_rows = cuda ? 262144 : 8192;  // KV rows per case (the reference's time)
+  std::uint64_t state = o.seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+  const auto next = [&]() {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  const auto below = [&](std::uint64_t n) { return n ? next() % n : 0; };
+  const auto log_uniform = [&](int hi) {  // 1..hi, every power of two about as likely
+    const int bits = int(below(std::uint64_t(std::bit_width(unsigned(hi)))));
+    return std::min(hi, (1 << bits) + int(below(std::uint64_t(1) << bits)));
+  };
+  const auto pick = [&](const auto& v) { return v[std::size_t(below(v.size()))]; };
+  std::vector<CheckCase> cases;
+  for (int i = 0; i < o.random; ++i) {
+    CheckCase c;
+    testing::CaseSpec& spec = c.spec;
+    spec.format = pick(o.formats);
+    spec.dist = pick(o.dists);
+    spec.s_q = pick(s_qs);
+    spec.seed = next() % 1000000007ull;
+    if (spec.format == KvFormat::mxfp4) {
+      spec.scale_stride = below(2) ? 24 : 18;
+      spec.rounding = below(2) ? Mxfp4Rounding::legacy : Mxfp4Rounding::rne;
+    }
+    const int batch = log_uniform(max_batch);
+    int longest = log_uniform(max_len);
+    if (std::int64_t(batch) * longest > max_rows) longest = int(std::max<std::int64_t>(1, max_rows / batch));
+    const int kind = int(below(3));  // uniform, ragged in [0, longest], mostly empty
+    std::string lens_name;
+    for (int b = 0; b < batch; ++b) {
+      std::int32_t len = longest;
+      if (kind == 1) len = std::int32_t(below(std::uint64_t(longest) + 1));
+      if (kind == 2) len = below(4) == 0 ? std::int32_t(below(std::uint64_t(longest) + 1)) : 0;
+      spec.kv_lens.push_back(len);
+    }
+    const int paging = int(below(5));  // contiguous, or page size 1, 16, 64, or flat kv_indices
+    constexpr int kPageSizes[] = {0, 1, 16, 64, 1};
+    spec.page_size = kPageSizes[paging];
+    spec.flat_page_table = paging == 4;
+    spec.spare_rows = below(2) ? std::int64_t(below(80)) : 0;
+    spec.row_padding = below(4) == 0 ? 16 * std::int64_t(1 + below(4)) : 0;
+    if (cuda) {
+      const auto forced = [&]() { return below(3) == 0 ? std::optional<bool>(below(2) != 0) : std::nullopt; };
+      c.kv_evict_first = forced();
+      c.kv_tma = forced();
+    }
+    c.max_requests = 24;
+    constexpr const char* kKinds[] = {"uniform", "ragged", "mostly-empty"};
+    c.name = std::to_string(i + 1);
+    c.name.insert(c.name.begin(), '#');
+    c.name.append(1, ' ').append(spec.name()).append(1, ' ').append(kKinds[kind]);
+    c.name.append(" longest").append(std::to_string(longest));
+    if (c.kv_evict_first) c.name += *c.kv_evict_first ? " kv_l2=evict_first" : " kv_l2=normal";
+    if (c.kv_tma) c.name += *c.kv_tma ? " kv_copy=tma" : " kv_copy=cp.async";
+    cases.push_back(std::move(c));
   }
   return cases;
 }
@@ -177,8 +263,12 @@ int cmd_check(int argc, char** argv) {
   std::vector<int> s_qs = o.s_q;
   if (s_qs.empty()) s_qs = backend == Backend::cuda ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{1, 2, 4};
 
-  const std::vector<CheckCase> cases = build_sweep(o, backend, s_qs);
+  const std::vector<CheckCase> cases = o.random ? build_random(o, backend, s_qs) : build_sweep(o, backend, s_qs);
   int passed = 0, failed = 0, skipped = 0;
+  // What the planned cases ran: describe()'s fields, counted per value (printed at the end).
+  constexpr const char* kPlanKeys[] = {"kernel", "rows_per_item", "cluster", "items_from", "kv_copy", "kv_l2"};
+  std::map<std::string, std::map<std::string, int>> ran;
+  int split_cases = 0;
   const auto t_start = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const CheckCase& c = cases[i];
@@ -194,7 +284,15 @@ int cmd_check(int argc, char** argv) {
         verdict = "FAIL";
         detail = s.message;
       } else {
-        CheckResult r = pc->check(std::numeric_limits<int>::max());
+        if (c.kv_evict_first) pc->set_kv_evict_first(*c.kv_evict_first);
+        if (c.kv_tma) pc->set_kv_tma(*c.kv_tma);
+        const std::string plan = describe(pc->plan());
+        for (const char* key : kPlanKeys) {
+          const std::string v = plan_field(plan, key);
+          if (!v.empty()) ++ran[key][v];
+        }
+        split_cases += pc->plan().num_split_requests > 0;
+        CheckResult r = pc->check(c.max_requests);
         r.bound_per_request = true;
         if (r.status.code == StatusCode::unsupported) {
           verdict = "SKIP";
@@ -221,6 +319,13 @@ int cmd_check(int argc, char** argv) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   std::printf("\n%s: %d passed, %d failed, %d unsupported (skipped) of %zu cases on %s in %.1f s\n",
               failed ? "FAILED" : "OK", passed, failed, skipped, cases.size(), to_string(backend), secs);
+  std::printf("plans run: %d with split requests", split_cases);
+  for (const char* key : kPlanKeys) {
+    if (ran[key].empty()) continue;
+    std::printf("; %s", key);
+    for (const auto& [value, n] : ran[key]) std::printf(" %s %d", value.c_str(), n);
+  }
+  std::printf("\n");
   return failed ? 1 : 0;
 }
 

@@ -26,6 +26,22 @@ grep -q "^OK: " "$tmp/check.txt" || fail "mla check printed no OK summary"
 grep -q "PASS" "$tmp/check.txt" || fail "mla check printed no PASS line"
 tail -n 1 "$tmp/check.txt"
 
+# Random cases: the same seed draws the same cases, each passes, and the plans run are summed up.
+"$MLA" check --backend cpu --random 25 --seed 5 >"$tmp/random.txt" 2>&1 || {
+  cat "$tmp/random.txt"
+  fail "mla check --random 25"
+}
+grep -q "^OK: 25 passed" "$tmp/random.txt" || fail "mla check --random 25: no OK summary of 25 cases"
+grep -q "^plans run: " "$tmp/random.txt" || fail "mla check --random 25: no summary of the plans run"
+random_cases() { sed -n 's/.* \(#[0-9][0-9]* .*\) relerr .*/\1/p' "$1"; }
+[ "$(random_cases "$tmp/random.txt" | wc -l)" -eq 25 ] || fail "mla check --random 25: not 25 named cases"
+"$MLA" check --backend cpu --random 25 --seed 5 >"$tmp/random2.txt" 2>&1
+[ "$(random_cases "$tmp/random.txt")" = "$(random_cases "$tmp/random2.txt")" ] ||
+  fail "mla check --random: the same seed drew other cases"
+"$MLA" check --backend cpu --random 25 --seed 6 >"$tmp/random3.txt" 2>&1
+[ "$(random_cases "$tmp/random.txt")" != "$(random_cases "$tmp/random3.txt")" ] ||
+  fail "mla check --random: another seed drew the same cases"
+
 # A tiny bench with JSON output.
 if ! "$MLA" bench --backend cpu --shapes 1x256 --reps 2 --json "$tmp/out.json" >"$tmp/bench.txt" 2>&1; then
   cat "$tmp/bench.txt"
@@ -103,6 +119,7 @@ expect_usage_error "unknown command" frobnicate
 expect_usage_error "usage" # no command at all
 expect_usage_error "unknown option" bench --bogus
 expect_usage_error "unknown format" bench --format fp16
+expect_usage_error "--random" check --random 0
 expect_usage_error "BATCHxKV" bench --shapes 4by1024
 expect_usage_error "page size" bench --paged 32
 expect_usage_error "out of range" bench --reps 0
