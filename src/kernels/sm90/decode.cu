@@ -156,6 +156,14 @@ struct Decoder {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     Sources ts;
     ts.valid = 0;
+    // A whole tile in one page: one page-table load, not one per row (a contiguous cache's rows need none).
+    if (!physical_row.contiguous() && t0 + T::kTile <= end && physical_row.one_run(t0, T::kTile)) {
+      const std::uint8_t* base = p.kv + (physical_row(t0) + warp) * p.kv_row_stride + lane * 16;
+#pragma unroll
+      for (int i = 0; i < Sh::kRowsPerWarp; ++i) ts.src[i] = base + std::int64_t(i * kWarps) * p.kv_row_stride;
+      ts.valid = (1u << Sh::kRowsPerWarp) - 1;
+      return ts;
+    }
 #pragma unroll
     for (int i = 0; i < Sh::kRowsPerWarp; ++i) {
       const int n = t0 + warp + i * kWarps;
@@ -194,7 +202,7 @@ struct Decoder {
   // tile row by row, each thread arriving once its copies landed.
   __device__ void copy_tile_tma(Smem<F>& sm, int s, int t0, int end) const {
     static_assert(kTma, "the TMA kernel's copy");
-    if (t0 + T::kTile <= end && (physical_row.contiguous() || p.page_shift >= 6)) {
+    if (t0 + T::kTile <= end && physical_row.one_run(t0, T::kTile)) {
       if (threadIdx.x == 0) {
         const int row = int(physical_row(t0));  // fits: run() takes the TMA only for rows ≤ INT32_MAX
         tma_tile_copy<kEvictFirst>(sm.raw[s], &p.kv_map, row, bf16_stage::kBytes, &sm.full[s]);  // all 9 boxes

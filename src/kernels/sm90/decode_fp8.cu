@@ -188,9 +188,9 @@ __device__ __forceinline__ TileSource tile_source(const DecodeParams& p, const K
                                                   int end, unsigned tid) {
   TileSource ts{};
   ts.pair = -1;
-  if (p.kv_row_stride == T1::kRowBytes && t0 + kTile <= end && (rows.contiguous() || p.page_shift >= 6)) {
+  if (p.kv_row_stride == T1::kRowBytes && t0 + kTile <= end && rows.one_run(t0, kTile)) {
     // Pages of ≥ 64 rows: the tile is in one page, since tiles start at multiples of 64 (work items
-    // are cut on tile boundaries: Planner.CoversEveryTokenOnce).
+    // are cut on tile boundaries: Planner.CoversEveryTokenOnce; one_run checks it).
     const std::int64_t row = rows(t0);
     if constexpr (kTma) {
       if ((row & 1) == 0) {

@@ -143,11 +143,13 @@ __device__ __forceinline__ int value_row_dim(int r) {
 // ── raw tile: global → registers → shared memory ───────────────────────────────────────────────
 // A warpgroup's 64 tokens [t0, t0 + 64) — the CTA's tile, or with row pairs warpgroup g's half of it.
 // Thread tid of the warpgroup (wg_tid) → chunks tid + 128i (i < 9) of the 64 × 18 chunks (row =
-// chunk / 18): every warp load is 512 contiguous bytes of a dense tile. A full tile of a contiguous
-// cache with unpadded rows (stride 288) is one base address plus constants; otherwise (paged, padded
-// rows, or the request's last tile) each chunk's row is looked up, rows past `end` loading token
+// chunk / 18): every warp load is 512 contiguous bytes of a dense tile. A full tile of unpadded rows
+// (stride 288) in one run of rows (a contiguous cache, or one page of 64: KvRowMap::one_run) is one base
+// row (tile_row) plus constants; otherwise (pages of 1 or 16 rows, padded rows, or the request's last
+// tile) each chunk's row is looked up, rows past `end` loading token
 // `first`'s row (the CTA tile's first token, which exists; their values meet P = 0 and masked logits
-// only).
+// only). A paged tile's base row costs a page-table load, so the kernel resolves it a tile before the
+// loads that use it (the loads would otherwise wait for it in the middle of the tile).
 // The raw tile's rows are unpadded (288 bytes); chunk c of row r sits at chunk c ^ raw_swizzle(r).
 // The 8 rows of an ldmatrix matrix (r0 .. r0 + 7, r0 a multiple of 8, one chunk) then hit 8 distinct
 // bank groups (rows r and r + 4 are 72 chunks ≡ 0 groups apart; their swizzles differ), and the flip
@@ -159,12 +161,27 @@ __device__ __forceinline__ int raw_swizzle(int row) {
 struct RawRegs {
   uint4 x[kRawPerThread];
 };
+// A paged tile that is whole, of unpadded rows and in one page (KvRowMap::one_run): its page, loaded a
+// tile before its loads (an int, where the pair kernel has no two registers to spare); else −1 (and
+// always −1 for a contiguous cache, whose whole tiles need no lookup).
+__device__ __forceinline__ int tile_page(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
+  return !rows.contiguous() && t0 + kTile <= end && p.kv_row_stride == T1::kRowBytes && rows.one_run(t0, kTile)
+             ? rows.page_of(t0)
+             : -1;
+}
+// The tile's base row when its loads take one (a whole tile of unpadded rows of a contiguous cache, or
+// of one page: `page`, tile_page's), else −1.
+__device__ __forceinline__ std::int64_t tile_row(const DecodeParams& p, const KvRowMap& rows, int page, int t0,
+                                                 int end) {
+  if (rows.contiguous() && t0 + kTile <= end && p.kv_row_stride == T1::kRowBytes) return rows.row_base + t0;
+  return page >= 0 ? rows.row_in(page, t0) : std::int64_t(-1);
+}
 template <bool kEvictFirst>
-__device__ __forceinline__ RawRegs load_raw(const DecodeParams& p, const KvRowMap& rows, int t0, int first, int end,
-                                            unsigned tid) {
+__device__ __forceinline__ RawRegs load_raw(const DecodeParams& p, const KvRowMap& rows, std::int64_t base, int t0,
+                                            int first, int end, unsigned tid) {
   RawRegs r;
-  if (rows.contiguous() && t0 + kTile <= end && p.kv_row_stride == T1::kRowBytes) {
-    const std::uint8_t* src = p.kv + (rows.row_base + t0) * T1::kRowBytes + 16 * tid;
+  if (base >= 0) {  // tile_row's
+    const std::uint8_t* src = p.kv + base * T1::kRowBytes + 16 * tid;
 #pragma unroll
     for (int i = 0; i < kRawPerThread; ++i) r.x[i] = ldg_kv16<kEvictFirst>(src + 16 * kThreads * i);
   } else {
@@ -212,11 +229,10 @@ struct ScaleRegs {
   }
 };
 template <bool kEvictFirst, int kRows>
-__device__ __forceinline__ ScaleRegs<kRows> load_scales(const DecodeParams& p, const KvRowMap& rows, int t0, int first,
-                                                        int end, unsigned tid) {
+__device__ __forceinline__ ScaleRegs<kRows> load_scales(const DecodeParams& p, const KvRowMap& rows, std::int64_t base,
+                                                        int t0, int first, int end, unsigned tid) {
   const int r = scale_token(tid), half = scale_half(tid);
-  const std::int64_t row =
-      rows.contiguous() && t0 + kTile <= end ? rows.row_base + t0 + r : rows.row_or_first(t0 + r, first, end);
+  const std::int64_t row = base >= 0 ? base + r : rows.row_or_first(t0 + r, first, end);
   const unsigned short* src = reinterpret_cast<const unsigned short*>(p.kv_scales + row * p.scale_stride) + 5 * half;
   ScaleRegs<kRows> sr;
 #pragma unroll
@@ -398,9 +414,13 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
   // exist.)
   RawRegs raw{}, raw_next{};
   ScaleRegs<kRows> scales{}, scales_next{};
+  // tile_page of the tile whose loads go out next (tile 1's, then in the loop tile t + 2's).
+  int page_next = -1;
   if (num_tiles > 0) {
-    raw = load_raw<kEvictFirst>(p, rows, wg_t0(0), cta_t0(0), item.kv_end, tid);
-    scales = load_scales<kEvictFirst, kRows>(p, rows, wg_t0(0), cta_t0(0), item.kv_end, tid);
+    const std::int64_t base = tile_row(p, rows, tile_page(p, rows, wg_t0(0), item.kv_end), wg_t0(0), item.kv_end);
+    if (!kShort && num_tiles > 1) page_next = tile_page(p, rows, wg_t0(1), item.kv_end);
+    raw = load_raw<kEvictFirst>(p, rows, base, wg_t0(0), cta_t0(0), item.kv_end, tid);
+    scales = load_scales<kEvictFirst, kRows>(p, rows, base, wg_t0(0), cta_t0(0), item.kv_end, tid);
   }
   store_q(sm.q, q_regs);
   int r_w = 127;       // R_w of the tile whose S is under way
@@ -412,8 +432,10 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
   fence_proxy_async();  // Q stores (generic proxy) → wgmma reads (async proxy)
   __syncthreads();      // Q and tile 0 stored
   if (!kShort && num_tiles > 1) {
-    raw_next = load_raw<kEvictFirst>(p, rows, wg_t0(1), cta_t0(1), item.kv_end, tid);
-    scales_next = load_scales<kEvictFirst, kRows>(p, rows, wg_t0(1), cta_t0(1), item.kv_end, tid);
+    const std::int64_t base = tile_row(p, rows, page_next, wg_t0(1), item.kv_end);
+    raw_next = load_raw<kEvictFirst>(p, rows, base, wg_t0(1), cta_t0(1), item.kv_end, tid);
+    scales_next = load_scales<kEvictFirst, kRows>(p, rows, base, wg_t0(1), cta_t0(1), item.kv_end, tid);
+    if (num_tiles > 2) page_next = tile_page(p, rows, wg_t0(2), item.kv_end);
   }
 
   SoftmaxState<float> st[kI];
@@ -599,8 +621,10 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
     wgmma_commit();
     // Tile t + 2's loads go out here, after the P barrier's fence (which would wait for them).
     if (!kShort && t + 2 < num_tiles) {
-      raw_next = load_raw<kEvictFirst>(p, rows, wg_t0(t + 2), cta_t0(t + 2), item.kv_end, tid);
-      scales_next = load_scales<kEvictFirst, kRows>(p, rows, wg_t0(t + 2), cta_t0(t + 2), item.kv_end, tid);
+      const std::int64_t base = tile_row(p, rows, page_next, wg_t0(t + 2), item.kv_end);
+      raw_next = load_raw<kEvictFirst>(p, rows, base, wg_t0(t + 2), cta_t0(t + 2), item.kv_end, tid);
+      scales_next = load_scales<kEvictFirst, kRows>(p, rows, base, wg_t0(t + 2), cta_t0(t + 2), item.kv_end, tid);
+      if (t + 3 < num_tiles) page_next = tile_page(p, rows, wg_t0(t + 3), item.kv_end);  // a tile ahead
     }
     // Under P·V: the next tile's rope batch of S (it touches neither Vt, P nor O). The short kernel
     // has no next tile, and no group on stale registers for the epilogue's wait.

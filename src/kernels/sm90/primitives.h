@@ -241,9 +241,19 @@ struct KvRowMap {
   __device__ std::int64_t base() const { return p.page_table == nullptr ? row_base : page_base; }
   __device__ bool contiguous() const { return p.page_table == nullptr; }
   __device__ std::int64_t operator()(int n) const {
-    if (p.page_table == nullptr) return row_base + n;
-    const std::int64_t page = __ldg(p.page_table + page_base + (n >> p.page_shift));
-    return (page << p.page_shift) + (n & ((1 << p.page_shift) - 1));
+    return p.page_table == nullptr ? row_base + n : row_in(page_of(n), n);
+  }
+  // Paged: operator() in two steps, so that the page-table load can go out early — token n's page, and
+  // token n's row given that page.
+  __device__ int page_of(int n) const { return __ldg(p.page_table + page_base + (n >> p.page_shift)); }
+  __device__ std::int64_t row_in(int page, int n) const {
+    return (std::int64_t(page) << p.page_shift) + (n & ((1 << p.page_shift) - 1));
+  }
+  // Whether tokens [t0, t0 + n) sit in consecutive physical rows: always in a contiguous cache; paged,
+  // when one page holds them all (pages of ≥ 64 rows and the tiles' starts at multiples of 64 — work
+  // items are cut on tile boundaries — but checked, not assumed). Then row (*this)(t0) + i holds token t0 + i.
+  __device__ bool one_run(int t0, int n) const {
+    return p.page_table == nullptr || (t0 >> p.page_shift) == ((t0 + n - 1) >> p.page_shift);
   }
   // The row of token n of a tile starting at token t0, or, for n past `end`, token t0's row: a row
   // that exists, for copies of 0 bytes (or loads whose values are masked) at the tile's tail.
