@@ -844,6 +844,61 @@ TEST(GpuDecode, PlanWithListRunsTheGivenList) {
   }
 }
 
+// plan_with_list takes any cut of the rows, not only the planner's tile boundaries. Cut 40 tokens off
+// them, every tile of a 64-row-page cache but the first straddles two pages, so no copy may take one as
+// a single run of rows (KvRowMap::one_run): every format, the TMA kernels forced on and off, and bf16's
+// walking kernel.
+TEST(GpuDecode, ListCutOffTileBoundariesOnPagesOf64) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (KvFormat f : kFormats) {
+    CaseSpec spec;
+    spec.kv_lens.assign(12, 3000);
+    spec.kv_lens[3] = 1000;  // one request whole: its tiles start on pages
+    spec.format = f;
+    spec.page_size = 64;
+    spec.spare_rows = 64;
+    const HostInputs in = make_inputs(spec);
+    GpuCase gc;
+    ASSERT_NO_FATAL_FAILURE(prepare(in, &gc));
+    const Problem& p = gc.problem();
+    const std::vector<std::int32_t>& lens = spec.kv_lens;
+    WorkList cut;  // every request in pieces of 1000 tokens
+    cut.splits.assign(lens.size(), RequestSplit{0, 0});
+    for (int b = 0; b < int(lens.size()); ++b) {
+      const int len = lens[std::size_t(b)], n = (len + 999) / 1000;
+      if (n == 1) {
+        cut.items.push_back({b, 0, len, -1});
+        continue;
+      }
+      cut.splits[std::size_t(b)] = {cut.num_partials, n};
+      for (int k = 0; k < n; ++k)
+        cut.items.push_back({b, 1000 * k, std::min(len, 1000 * k + 1000), cut.num_partials++});
+    }
+    ASSERT_TRUE(
+        std::any_of(cut.items.begin(), cut.items.end(), [](const WorkItem& it) { return it.kv_begin % 64 != 0; }));
+    const auto expect_matches = [&](const WorkList& wl, int grid, bool tma, const std::string& what) {
+      Plan pl;
+      const Status st = cuda::plan_with_list(p, wl, lens, grid, gc.ws.get(), gc.ws.size(), &pl);
+      ASSERT_TRUE(st.ok()) << what << ": " << st.message;
+      pl.kv_tma = tma;
+      Outputs r;
+      ASSERT_NO_FATAL_FAILURE(run_outputs(gc, pl, &r));
+      const Comparison cmp = against_reference(in, r.out, r.lse);
+      EXPECT_TRUE(cmp.ok()) << what << ": " << cmp.summary() << " | " << describe(pl);
+      EXPECT_EQ(cmp.nonfinite, 0) << what;
+    };
+    for (bool tma : {false, true}) {
+      const std::string what = spec.name() + " cut at 1000 tokens, kv_tma " + (tma ? "on" : "off");
+      ASSERT_NO_FATAL_FAILURE(expect_matches(cut, 0, tma, what));
+      if (f == KvFormat::bf16) {
+        WorkList walked = cut;
+        walk_order(walked.items, 8, 64);
+        ASSERT_NO_FATAL_FAILURE(expect_matches(walked, 8, tma, what + ", walked by 8"));
+      }
+    }
+  }
+}
+
 TEST(GpuDecode, TailRequestsCutToFillTheLastWave) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   int sms = 0;
