@@ -45,7 +45,7 @@ if [ "$gpu_skipped" -ne 0 ] || [ "$gpu_passed" -eq 0 ]; then
 fi
 
 # Random cases (mla check --random): 300 problems of random shape, layout, s_q and plan flags against
-# the float64 reference; the seed follows the commit, so every run draws other cases and each is
+# the float64 reference; the seed follows the commit, so every commit draws other cases and each is
 # reproducible (`mla check --random 300 --seed S` on that commit).
 step "random cases"
 random_seed=$(( 16#$(printf '%s' "$MLA_COMMIT" | tr -cd '0-9a-f' | cut -c1-7)0 / 16 ))

@@ -199,8 +199,16 @@ std::string case_layout(const Options& o, const std::string& description, std::s
   not_taken->clear();
   const auto take = [&](std::optional<bool>* forced, const char* option, const char* key, const char* on,
                         const char* off) {
+    if (!forced->has_value()) return;
     const std::string runs = plan_field(description, key);
-    if (!forced->has_value() || runs.empty() || (runs == on) == **forced) return;
+    if (runs.empty()) {
+      // A cuda plan without the field has no such choice (MXFP4's copies: no kv_copy); cpu plans name neither.
+      if (description.rfind("plan[cuda]", 0) != 0) return;
+      *not_taken += std::string(not_taken->empty() ? "" : "; ") + option + " not taken: the plan has no " + key;
+      forced->reset();
+      return;
+    }
+    if ((runs == on) == **forced) return;
     *not_taken += std::string(not_taken->empty() ? "" : "; ") + option + " " + (**forced ? on : off) +
                   " not taken: the plan runs " + key + "=" + runs;
     *forced = !**forced;

@@ -43,10 +43,11 @@ options:
   --random N             instead of the sweep, N random cases drawn from --seed: a format of
                          --format (MXFP4 scale stride 18 or 24, either rounding), a distribution of
                          --dist, an s_q of --sq, 1-600 requests (cpu: 1-12) of uniform, ragged or
-                         mostly-empty lengths up to 16384 tokens (cpu: 2048; every case capped at
-                         262144 KV rows, cpu 8192), contiguous or paged (1, 16, 64, flat kv_indices),
-                         spare NaN rows and padded rows; on cuda also plan()'s L2 policy and copy
-                         path forced either way at random (Plan::kv_evict_first, Plan::kv_tma).
+                         mostly-empty lengths up to 16384 tokens (cpu: 2048; requests x longest
+                         capped at 262144 tokens, cpu 8192), contiguous or paged (1, 16, 64, flat
+                         kv_indices), spare NaN rows and padded rows; on cuda also plan()'s L2
+                         policy and copy path forced either way at random (Plan::kv_evict_first,
+                         Plan::kv_tma; the case names them "forced-l2:", "forced-copy:").
                          Up to 24 requests per case are checked (spread over the batch). The
                          same --seed and N give the same cases; each line names its case
   --help                 this text
@@ -185,7 +186,7 @@ std::vector<CheckCase> build_random(const Options& o, Backend backend, const std
   const bool cuda = backend == Backend::cuda;
   const int max_batch = cuda ? 600 : 12;
   const int max_len = cuda ? 16384 : 2048;
-  const std::int64_t max_rows = cuda ? 262144 : 8192;  // KV rows per case (the reference's time)
+  const std::int64_t max_rows = cuda ? 262144 : 8192;  // requests × longest, in tokens (the reference's time)
   std::uint64_t state = o.seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
   const auto next = [&]() {
     std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -239,8 +240,9 @@ std::vector<CheckCase> build_random(const Options& o, Backend backend, const std
     c.name.insert(c.name.begin(), '#');
     c.name.append(1, ' ').append(spec.name()).append(1, ' ').append(kKinds[kind]);
     c.name.append(" longest").append(std::to_string(longest));
-    if (c.kv_evict_first) c.name += *c.kv_evict_first ? " kv_l2=evict_first" : " kv_l2=normal";
-    if (c.kv_tma) c.name += *c.kv_tma ? " kv_copy=tma" : " kv_copy=cp.async";
+    // The flags as forced (the plan may not have the form: "plans run" counts what ran).
+    if (c.kv_evict_first) c.name += *c.kv_evict_first ? " forced-l2:evict_first" : " forced-l2:normal";
+    if (c.kv_tma) c.name += *c.kv_tma ? " forced-copy:tma" : " forced-copy:cp.async";
     cases.push_back(std::move(c));
   }
   return cases;

@@ -142,6 +142,9 @@ struct Plan {
   // change it before run(); tiles the TMA cannot take whole go by cp.async either way. It changes
   // only speed, never results.
   bool kv_tma = false;
+  // cuda: whether a tensor map can describe the planned KV cache at all (at least 64 rows; fp8:
+  // unpadded rows; never MXFP4). Where it cannot, run() copies by cp.async whatever kv_tma says.
+  bool kv_map_fits = false;
   // cuda: the work list, also on the host (backend-private): run() passes short lists in the launch
   // parameters. Shared by copies of the plan; null for cpu.
   std::shared_ptr<const void> host_work_list;

@@ -135,7 +135,8 @@ std::string describe(const Plan& plan) {
         plan.kv_evict_first && sm90::has_evict_first_kernel(plan.kv_format, plan.rows_per_item);
     os << " kv_l2=" << (evict_first ? "evict_first" : "normal");
     if (plan.kv_format != KvFormat::mxfp4) {  // the formats with a TMA kernel: the copy path that runs
-      const bool tma = plan.kv_tma && sm90::has_tma_kernel(plan.kv_format, variant, plan.rows_per_item);
+      const bool tma =
+          plan.kv_tma && plan.kv_map_fits && sm90::has_tma_kernel(plan.kv_format, variant, plan.rows_per_item);
       os << " kv_copy=" << (tma ? "tma" : "cp.async");
     }
   }

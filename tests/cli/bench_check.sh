@@ -32,7 +32,8 @@ tail -n 1 "$tmp/check.txt"
   fail "mla check --random 25"
 }
 grep -q "^OK: 25 passed" "$tmp/random.txt" || fail "mla check --random 25: no OK summary of 25 cases"
-grep -q "^plans run: " "$tmp/random.txt" || fail "mla check --random 25: no summary of the plans run"
+grep -q "^plans run: [1-9][0-9]* with split requests" "$tmp/random.txt" ||
+  fail "mla check --random 25: no summary of the plans run, or none of 25 split a request"
 random_cases() { sed -n 's/.* \(#[0-9][0-9]* .*\) relerr .*/\1/p' "$1"; }
 [ "$(random_cases "$tmp/random.txt" | wc -l)" -eq 25 ] || fail "mla check --random 25: not 25 named cases"
 "$MLA" check --backend cpu --random 25 --seed 5 >"$tmp/random2.txt" 2>&1

@@ -1308,6 +1308,9 @@ TEST(Planner, DecodeVariantAndWorkListSourceFollowThePlan) {
   EXPECT_NE(d.find("kv_l2=evict_first"), std::string::npos) << d;
   EXPECT_NE(d.find("kv_copy=cp.async"), std::string::npos) << d;
   pl.kv_tma = true;
+  EXPECT_NE(describe(pl).find("kv_copy=cp.async"), std::string::npos)
+      << "no tensor map describes the cache (kv_map_fits): run() copies by cp.async: " << describe(pl);
+  pl.kv_map_fits = true;
   EXPECT_NE(describe(pl).find("kv_copy=tma"), std::string::npos) << describe(pl);
   pl.kv_format = KvFormat::fp8;
   EXPECT_NE(describe(pl).find("kv_copy=tma"), std::string::npos) << describe(pl);

@@ -312,6 +312,7 @@ Status plan_impl(const Problem& p, const WorkList* forced, int forced_grid, void
   pl.rows_per_item = rows_per_item;
   pl.kv_evict_first = kv_evict_first(pl.total_kv * kv_row_bytes(p.kv.format), l2_bytes, p.s_q);
   pl.kv_tma = tma_for(items, pl.grid, pl.tokens_per_split);
+  pl.kv_map_fits = map_fits;
   pl.host_work_list = std::make_shared<const std::vector<WorkItem>>(std::move(items));
   *out = pl;
   return Status::success();
