@@ -68,8 +68,9 @@ options:
                          tiles for fp8, >= 24 for bf16, or when a bf16 walking CTA's longest
                          chain of items holds >= 16; see README), or forced
                          Kernels without the forced form (bf16's row pairs: no evict-first;
-                         one-tile and row-pair kernels: no TMA) run their own; such a case's row
-                         says so, and its JSON "layout" names what ran
+                         MXFP4, one-tile and row-pair kernels, caches no tensor map describes: no
+                         TMA) run their own; such a case's row says so, and its JSON "layout"
+                         names what ran
   --json FILE            also write the results as JSON (checked for writing before the suite runs)
   --help                 this text
 Lists run each entry once (repeats are dropped).
