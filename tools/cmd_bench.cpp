@@ -198,6 +198,7 @@ std::string layout_name(const Options& o) {
 std::string case_layout(const Options& o, const std::string& description, std::string* not_taken) {
   Options ran = o;
   not_taken->clear();
+  const auto note = [&](const std::string& why) { *not_taken += (not_taken->empty() ? "" : "; ") + why; };
   const auto take = [&](std::optional<bool>* forced, const char* option, const char* key, const char* on,
                         const char* off) {
     if (!forced->has_value()) return;
@@ -205,13 +206,12 @@ std::string case_layout(const Options& o, const std::string& description, std::s
     if (runs.empty()) {
       // A cuda plan without the field has no such choice (MXFP4's copies: no kv_copy); cpu plans name neither.
       if (description.rfind("plan[cuda]", 0) != 0) return;
-      *not_taken += std::string(not_taken->empty() ? "" : "; ") + option + " not taken: the plan has no " + key;
+      note(std::string(option) + " not taken: the plan has no " + key);
       forced->reset();
       return;
     }
     if ((runs == on) == **forced) return;
-    *not_taken += std::string(not_taken->empty() ? "" : "; ") + option + " " + (**forced ? on : off) +
-                  " not taken: the plan runs " + key + "=" + runs;
+    note(std::string(option) + " " + (**forced ? on : off) + " not taken: the plan runs " + key + "=" + runs);
     *forced = !**forced;
   };
   take(&ran.kv_evict_first, "--kv-l2", "kv_l2", "evict_first", "normal");

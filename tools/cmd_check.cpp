@@ -216,7 +216,6 @@ std::vector<CheckCase> build_random(const Options& o, Backend backend, const std
     int longest = log_uniform(max_len);
     if (std::int64_t(batch) * longest > max_rows) longest = int(std::max<std::int64_t>(1, max_rows / batch));
     const int kind = int(below(3));  // uniform, ragged in [0, longest], mostly empty
-    std::string lens_name;
     for (int b = 0; b < batch; ++b) {
       std::int32_t len = longest;
       if (kind == 1) len = std::int32_t(below(std::uint64_t(longest) + 1));

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -168,6 +169,21 @@ void expect_plans_agree(GpuCase& gc, const HostInputs& in, const Plan& a, const 
   expect_identical(r1, r2, what);
   const Comparison cmp = against_reference(in, r1.out, r1.lse);
   EXPECT_TRUE(cmp.ok()) << what << ": " << cmp.summary();
+  EXPECT_EQ(cmp.nonfinite, 0) << what;
+}
+
+// cuda::plan_with_list's plan of `wl` over an s_q = 1 case's requests (on `grid` walking CTAs, 0: one
+// per item), its copy path forced when `kv_tma` is set, run and checked against the reference.
+void expect_list_matches(GpuCase& gc, const HostInputs& in, const WorkList& wl, int grid, std::optional<bool> kv_tma,
+                         const std::string& what) {
+  Plan pl;
+  const Status st = cuda::plan_with_list(gc.problem(), wl, in.spec.kv_lens, grid, gc.ws.get(), gc.ws.size(), &pl);
+  ASSERT_TRUE(st.ok()) << what << ": " << st.message;
+  if (kv_tma) pl.kv_tma = *kv_tma;
+  Outputs r;
+  ASSERT_NO_FATAL_FAILURE(run_outputs(gc, pl, &r));
+  const Comparison cmp = against_reference(in, r.out, r.lse);
+  EXPECT_TRUE(cmp.ok()) << what << ": " << cmp.summary() << " | " << describe(pl);
   EXPECT_EQ(cmp.nonfinite, 0) << what;
 }
 
@@ -807,23 +823,13 @@ TEST(GpuDecode, PlanWithListRunsTheGivenList) {
     EXPECT_EQ(same.num_work_items, own.num_work_items) << describe(same);
     EXPECT_EQ(same.grid, own.grid) << describe(same);
     ASSERT_NO_FATAL_FAILURE(expect_plans_agree(gc, in, own, same, spec.name() + " own list"));
-    const auto expect_matches = [&](const WorkList& wl, int grid, const std::string& what) {
-      Plan pl;
-      const Status st = cuda::plan_with_list(p, wl, lens, grid, gc.ws.get(), gc.ws.size(), &pl);
-      ASSERT_TRUE(st.ok()) << what << ": " << st.message;
-      Outputs r;
-      ASSERT_NO_FATAL_FAILURE(run_outputs(gc, pl, &r));
-      const Comparison cmp = against_reference(in, r.out, r.lse);
-      EXPECT_TRUE(cmp.ok()) << what << ": " << cmp.summary() << " | " << describe(pl);
-      EXPECT_EQ(cmp.nonfinite, 0) << what;
-    };
     WorkList whole = build_work_list(lens, int(lens.size()), 64);
-    ASSERT_NO_FATAL_FAILURE(expect_matches(whole, 0, spec.name() + " whole"));
+    ASSERT_NO_FATAL_FAILURE(expect_list_matches(gc, in, whole, 0, std::nullopt, spec.name() + " whole"));
     WorkList walked = whole;
     walk_order(walked.items, 40, 64);
     Plan pl;
     if (f == KvFormat::bf16) {
-      ASSERT_NO_FATAL_FAILURE(expect_matches(walked, 40, spec.name() + " walked by 40"));
+      ASSERT_NO_FATAL_FAILURE(expect_list_matches(gc, in, walked, 40, std::nullopt, spec.name() + " walked by 40"));
       WorkList broken = walked;
       broken.items[50].next = 50;
       EXPECT_EQ(cuda::plan_with_list(p, broken, lens, 40, gc.ws.get(), gc.ws.size(), &pl).code,
@@ -860,7 +866,6 @@ TEST(GpuDecode, ListCutOffTileBoundariesOnPagesOf64) {
     const HostInputs in = make_inputs(spec);
     GpuCase gc;
     ASSERT_NO_FATAL_FAILURE(prepare(in, &gc));
-    const Problem& p = gc.problem();
     const std::vector<std::int32_t>& lens = spec.kv_lens;
     WorkList cut;  // every request in pieces of 1000 tokens
     cut.splits.assign(lens.size(), RequestSplit{0, 0});
@@ -876,24 +881,13 @@ TEST(GpuDecode, ListCutOffTileBoundariesOnPagesOf64) {
     }
     ASSERT_TRUE(
         std::any_of(cut.items.begin(), cut.items.end(), [](const WorkItem& it) { return it.kv_begin % 64 != 0; }));
-    const auto expect_matches = [&](const WorkList& wl, int grid, bool tma, const std::string& what) {
-      Plan pl;
-      const Status st = cuda::plan_with_list(p, wl, lens, grid, gc.ws.get(), gc.ws.size(), &pl);
-      ASSERT_TRUE(st.ok()) << what << ": " << st.message;
-      pl.kv_tma = tma;
-      Outputs r;
-      ASSERT_NO_FATAL_FAILURE(run_outputs(gc, pl, &r));
-      const Comparison cmp = against_reference(in, r.out, r.lse);
-      EXPECT_TRUE(cmp.ok()) << what << ": " << cmp.summary() << " | " << describe(pl);
-      EXPECT_EQ(cmp.nonfinite, 0) << what;
-    };
     for (bool tma : {false, true}) {
       const std::string what = spec.name() + " cut at 1000 tokens, kv_tma " + (tma ? "on" : "off");
-      ASSERT_NO_FATAL_FAILURE(expect_matches(cut, 0, tma, what));
+      ASSERT_NO_FATAL_FAILURE(expect_list_matches(gc, in, cut, 0, tma, what));
       if (f == KvFormat::bf16) {
         WorkList walked = cut;
         walk_order(walked.items, 8, 64);
-        ASSERT_NO_FATAL_FAILURE(expect_matches(walked, 8, tma, what + ", walked by 8"));
+        ASSERT_NO_FATAL_FAILURE(expect_list_matches(gc, in, walked, 8, tma, what + ", walked by 8"));
       }
     }
   }
