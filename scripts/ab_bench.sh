@@ -35,7 +35,12 @@ for tar in ab_*.tar; do
   name=${name%.tar}
   [ "$name" = old ] && name=A
   case "$name" in B | *[!A-Za-z0-9_-]*) echo "tarball $tar: name must not be B and must be [A-Za-z0-9_-]"; exit 1 ;; esac
-  rm -rf "ab_tree_$name" && mkdir "ab_tree_$name" && tar -xf "$tar" -C "ab_tree_$name"
+  # A tree already extracted from the same tarball keeps its build (a second run of this script
+  # in the same device call, with other AB_BENCH_ARGS, then rebuilds nothing).
+  sum=$(cksum <"$tar")
+  if [ "$(cat "ab_tree_$name.cksum" 2>/dev/null)" != "$sum" ]; then
+    rm -rf "ab_tree_$name" && mkdir "ab_tree_$name" && tar -xf "$tar" -C "ab_tree_$name" && echo "$sum" >"ab_tree_$name.cksum"
+  fi
   src[$name]=ab_tree_$name
   names+=("$name")
 done

@@ -154,6 +154,7 @@ std::string CaseSpec::name() const {
   }
   if (s_q != 1) n += " sq" + std::to_string(s_q);
   if (page_size > 0) n += flat_page_table ? " kvindices" : " paged" + std::to_string(page_size);
+  if (page_size > 0 && pages_in_order) n += " in-order";
   if (format == KvFormat::mxfp4) {
     if (scale_stride != kMxfp4ScalesPerRow) n += " stride" + std::to_string(scale_stride);
     if (rounding == Mxfp4Rounding::legacy) n += " legacy";
@@ -381,7 +382,7 @@ HostInputs make_inputs(const CaseSpec& spec, int threads) {
     std::vector<std::int32_t> perm(static_cast<std::size_t>(num_pages));
     std::iota(perm.begin(), perm.end(), 0);
     SplitMix rng{stream_key(spec.seed, kStreamPages)};
-    for (std::int64_t i = num_pages - 1; i > 0; --i) {
+    for (std::int64_t i = spec.pages_in_order ? 0 : num_pages - 1; i > 0; --i) {
       std::swap(perm[std::size_t(i)], perm[std::size_t(rng.below(std::uint64_t(i) + 1))]);
     }
     in.kv_rows = num_pages * ps;

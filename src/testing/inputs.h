@@ -20,6 +20,8 @@ struct CaseSpec {
   KvFormat format = KvFormat::bf16;
   Distribution dist = Distribution::challenge;
   int page_size = 0;               // 0 = contiguous; 1, 16, 64 = paged with shuffled pages
+  bool pages_in_order = false;     // paged: pages not shuffled (request 0's pages first, in order), to
+                                   // measure a page size's cost apart from the scattered reads
   bool flat_page_table = false;    // page_size 1 only: FlashInfer kv_indices (stride 0)
   std::int64_t scale_stride = 18;  // mxfp4: 18 or 24
   Mxfp4Rounding rounding = Mxfp4Rounding::rne;

@@ -850,44 +850,49 @@ TEST(GpuDecode, PlanWithListRunsTheGivenList) {
   }
 }
 
-// plan_with_list takes any cut of the rows, not only the planner's tile boundaries. Cut 40 tokens off
-// them, every tile of a 64-row-page cache but the first straddles two pages, so no copy may take one as
-// a single run of rows (KvRowMap::one_run): every format, the TMA kernels forced on and off, and bf16's
-// walking kernel.
-TEST(GpuDecode, ListCutOffTileBoundariesOnPagesOf64) {
+// plan_with_list takes any cut of the rows, not only the planner's tile boundaries. Cut 1001 tokens off
+// them, every tile of a paged cache but the first straddles two pages of 64 rows, and every group of
+// 16 rows that one warp loads on pages of 16 (fp8, MXFP4) two pages, so no copy may take one as a
+// single run of rows (KvRowMap::one_run): every format, pages of 16 and 64 rows, the TMA kernels
+// forced on and off, and bf16's walking kernel.
+TEST(GpuDecode, ListCutOffTileBoundariesOnPagedCaches) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  constexpr int kPiece = 1001;  // odd: no group of 8 rows starts on a page
   for (KvFormat f : kFormats) {
-    CaseSpec spec;
-    spec.kv_lens.assign(12, 3000);
-    spec.kv_lens[3] = 1000;  // one request whole: its tiles start on pages
-    spec.format = f;
-    spec.page_size = 64;
-    spec.spare_rows = 64;
-    const HostInputs in = make_inputs(spec);
-    GpuCase gc;
-    ASSERT_NO_FATAL_FAILURE(prepare(in, &gc));
-    const std::vector<std::int32_t>& lens = spec.kv_lens;
-    WorkList cut;  // every request in pieces of 1000 tokens
-    cut.splits.assign(lens.size(), RequestSplit{0, 0});
-    for (int b = 0; b < int(lens.size()); ++b) {
-      const int len = lens[std::size_t(b)], n = (len + 999) / 1000;
-      if (n == 1) {
-        cut.items.push_back({b, 0, len, -1});
-        continue;
+    for (int page : {16, 64}) {
+      CaseSpec spec;
+      spec.kv_lens.assign(12, 3000);
+      spec.kv_lens[3] = 1000;  // one request whole: its tiles start on pages
+      spec.format = f;
+      spec.page_size = page;
+      spec.spare_rows = 64;
+      const HostInputs in = make_inputs(spec);
+      GpuCase gc;
+      ASSERT_NO_FATAL_FAILURE(prepare(in, &gc));
+      const std::vector<std::int32_t>& lens = spec.kv_lens;
+      WorkList cut;  // every request in pieces of kPiece tokens
+      cut.splits.assign(lens.size(), RequestSplit{0, 0});
+      for (int b = 0; b < int(lens.size()); ++b) {
+        const int len = lens[std::size_t(b)], n = (len + kPiece - 1) / kPiece;
+        if (n == 1) {
+          cut.items.push_back({b, 0, len, -1});
+          continue;
+        }
+        cut.splits[std::size_t(b)] = {cut.num_partials, n};
+        for (int k = 0; k < n; ++k)
+          cut.items.push_back({b, kPiece * k, std::min(len, kPiece * (k + 1)), cut.num_partials++});
       }
-      cut.splits[std::size_t(b)] = {cut.num_partials, n};
-      for (int k = 0; k < n; ++k)
-        cut.items.push_back({b, 1000 * k, std::min(len, 1000 * k + 1000), cut.num_partials++});
-    }
-    ASSERT_TRUE(
-        std::any_of(cut.items.begin(), cut.items.end(), [](const WorkItem& it) { return it.kv_begin % 64 != 0; }));
-    for (bool tma : {false, true}) {
-      const std::string what = spec.name() + " cut at 1000 tokens, kv_tma " + (tma ? "on" : "off");
-      ASSERT_NO_FATAL_FAILURE(expect_list_matches(gc, in, cut, 0, tma, what));
-      if (f == KvFormat::bf16) {
-        WorkList walked = cut;
-        walk_order(walked.items, 8, 64);
-        ASSERT_NO_FATAL_FAILURE(expect_list_matches(gc, in, walked, 8, tma, what + ", walked by 8"));
+      ASSERT_TRUE(
+          std::any_of(cut.items.begin(), cut.items.end(), [](const WorkItem& it) { return it.kv_begin % 8 != 0; }));
+      for (bool tma : {false, true}) {
+        const std::string what =
+            spec.name() + " cut at " + std::to_string(kPiece) + " tokens, kv_tma " + (tma ? "on" : "off");
+        ASSERT_NO_FATAL_FAILURE(expect_list_matches(gc, in, cut, 0, tma, what));
+        if (f == KvFormat::bf16) {
+          WorkList walked = cut;
+          walk_order(walked.items, 8, 64);
+          ASSERT_NO_FATAL_FAILURE(expect_list_matches(gc, in, walked, 8, tma, what + ", walked by 8"));
+        }
       }
     }
   }

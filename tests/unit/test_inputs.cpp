@@ -224,6 +224,32 @@ TEST(Inputs, PagedLayoutsAreValidPermutationsOfTheSameLogicalData) {
   }
 }
 
+TEST(Inputs, PagesInOrderFollowOneAnotherAndHoldTheSameTokens) {
+  for (int ps : {1, 16, 64}) {
+    CaseSpec spec = ragged_spec(KvFormat::fp8, ps);
+    const HostInputs shuffled = make_inputs(spec);
+    spec.pages_in_order = true;
+    SCOPED_TRACE(spec.name());
+    const HostInputs in = make_inputs(spec);
+    std::vector<std::uint16_t> out(std::size_t(in.total_q) * kNumHeads * kValueDim);
+    const Problem p = in.problem(out.data(), nullptr);
+    const Problem ps_p = shuffled.problem(out.data(), nullptr);
+    ASSERT_TRUE(validate(p, Backend::cpu).ok()) << validate(p, Backend::cpu).message;
+    EXPECT_NE(in.page_table, shuffled.page_table);
+    std::int32_t next = 0;  // request 0's pages first, each request's pages one after another
+    for (int b = 0; b < in.batch; ++b) {
+      const std::int64_t len = kv_length(p, b);
+      for (std::int64_t j = 0; j < (len + ps - 1) / ps; ++j)
+        EXPECT_EQ(in.page_table[std::size_t(b * in.page_table_stride + j)], next++);
+      for (std::int64_t n = 0; n < len; ++n) {
+        const std::int64_t r = physical_row(p, b, n), rs = physical_row(ps_p, b, n);
+        ASSERT_TRUE(std::equal(in.kv_data.begin() + r * 576, in.kv_data.begin() + (r + 1) * 576,
+                               shuffled.kv_data.begin() + rs * 576));
+      }
+    }
+  }
+}
+
 TEST(Inputs, SpareRowsAndScalePaddingArePoisoned) {
   CaseSpec spec = CaseSpec::uniform(2, 40, KvFormat::mxfp4);
   spec.scale_stride = 24;

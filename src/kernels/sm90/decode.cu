@@ -625,9 +625,10 @@ using Variant = DecodeVariant;
 constexpr Variant kVariants[] = {Variant::general, Variant::walking, Variant::one_tile};
 
 // The kernel of `format` for variant v (fp8 and MXFP4 never walk: their general kernel) and the KV's
-// L2 policy; with `row_pairs`, the format's row-pair kernel.
-DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, bool tma = false,
-                         bool row_pairs = false) {
+// L2 policy; with `row_pairs`, the format's row-pair kernel; with `groups` (pages of 16 rows), MXFP4's
+// kernel that loads by groups of 16 rows.
+DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, bool tma = false, bool row_pairs = false,
+                         bool groups = false) {
   switch (format) {
     case KvFormat::bf16:
       if (row_pairs) return decode_bf16_pairs_kernel_info();  // general and one-tile alike, no L2 policy
@@ -643,7 +644,7 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, b
     case KvFormat::fp8:
       return decode_fp8_kernel_info(v == Variant::one_tile, evict_first, tma, row_pairs);
     case KvFormat::mxfp4:
-      return decode_mxfp4_kernel_info(v == Variant::one_tile, evict_first, row_pairs);
+      return decode_mxfp4_kernel_info(v == Variant::one_tile, evict_first, row_pairs, groups);
   }
   return bf16_kernel_info<false>(evict_first);
 }
@@ -694,12 +695,16 @@ cudaError_t prepare_decode(KvFormat format) {
   for (Variant v : kVariants) {
     for (bool evict_first : {false, true}) {  // fp8, MXFP4: walking = general
       for (bool tma : {false, true}) {        // bf16's general and walking kernels, fp8's general one
-        const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first, tma));
-        if (e != cudaSuccess) return e;
+        for (bool groups : {false, true}) {   // MXFP4's
+          const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first, tma, false, groups));
+          if (e != cudaSuccess) return e;
+        }
       }
       if (decode_row_pairs(format, 2) && v != Variant::walking) {  // the row-pair kernels
-        const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first, false, true));
-        if (e != cudaSuccess) return e;
+        for (bool groups : {false, true}) {
+          const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first, false, true, groups));
+          if (e != cudaSuccess) return e;
+        }
       }
     }
   }
@@ -715,7 +720,8 @@ cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t s
   if (pairs && (p.cluster != 0 || p.ctas != p.num_items)) return cudaErrorInvalidValue;
   if (p.rows_per_item != 1 && !pairs) return cudaErrorInvalidValue;
   const Variant v = decode_variant_of(format, p.ctas, p.num_items, p.max_item_tokens, p.rows_per_item);
-  return launch_decode_kernel(kernel_info(format, v, p.kv_evict_first, p.kv_tma, pairs), p, stream);
+  const bool groups = p.page_table != nullptr && p.page_shift == 4;  // pages of 16 rows
+  return launch_decode_kernel(kernel_info(format, v, p.kv_evict_first, p.kv_tma, pairs, groups), p, stream);
 }
 
 }  // namespace mla::sm90

@@ -158,10 +158,11 @@ static_assert(fp8_stage::kRowBytes == T1::kRowBytes && fp8_stage::kRows == kTile
 // A warpgroup's tokens [t0, t0 + 64) ∩ [.., end) — the tile, or with row pairs its warpgroup's half —
 // into `stage` by cp.async, thread `tid` of the warpgroup; every thread then arrives on the stage's
 // barrier `full` once its copies landed (128 arrivals per phase). Two ways:
-// * a dense full tile (row stride 576) of a contiguous cache or in one page of 64 rows (36,864
-//   contiguous bytes, from a 128-byte boundary when its first row is even): 16-byte pieces
-//   n = tid + 128k (k < 18) at byte 16n, 8 lanes per whole line, to stage offset
-//   16n ^ (f(n / 36) << 4) (= kv_offset(n / 36, n % 36));
+// * a full tile of unpadded rows (stride 576) whose group of 16 rows is one run of rows (a
+//   contiguous cache, or in one page of ≥ 16 rows: 9,216 contiguous bytes): warp w copies its group,
+//   rows 16w..16w+15, as 16-byte pieces n = 576w + lane + 32k (k < 18) at byte 16n − 9216w of the
+//   group, 512 contiguous bytes a copy, to stage offset 16n ^ (f(n / 36) << 4) (= kv_offset(n / 36,
+//   n % 36));
 // * any other tile row by row: warp w copies rows 16w..16w+15, four at a time, lanes 8i..8i+7 take
 //   128 bytes of one row per request; rows past `end` are zero-filled (they point at token `first`,
 //   the CTA tile's first, which exists, and copy 0 bytes).
@@ -180,33 +181,37 @@ struct TileSource {
   bool dense;
   int pair;  // kTma: the tile's first row pair in DecodeParams::kv_map when it goes by TMA, else −1
 };
-constexpr int kDensePieces = kTile * T1::kRowBytes / 16 / kThreads;  // 18 per thread
-static_assert(kTile * T1::kRowBytes % (16 * kThreads) == 0 && kDensePieces % 3 == 0,
-              "whole 16-byte pieces per thread, in three parts");
+constexpr int kGroupRows = kTile / (kThreads / 32);                 // rows a warp copies (16)
+constexpr int kDensePieces = kGroupRows * T1::kRowBytes / 16 / 32;  // 18 per lane
+static_assert(kGroupRows * T1::kRowBytes % (16 * 32) == 0 && kDensePieces % 3 == 0,
+              "whole 16-byte pieces per lane of a group, in three parts");
 template <bool kTma>
 __device__ __forceinline__ TileSource tile_source(const DecodeParams& p, const KvRowMap& rows, int t0, int first,
                                                   int end, unsigned tid) {
   TileSource ts{};
   ts.pair = -1;
-  if (p.kv_row_stride == T1::kRowBytes && t0 + kTile <= end && rows.one_run(t0, kTile)) {
-    // Pages of ≥ 64 rows: the tile is in one page, since tiles start at multiples of 64 (work items
-    // are cut on tile boundaries: Planner.CoversEveryTokenOnce; one_run checks it).
-    const std::int64_t row = rows(t0);
+  const int warp = int(tid / 32), lane = int(tid % 32);
+  const int g0 = t0 + kGroupRows * warp;  // the warp's group: the tile's rows 16w .. 16w + 15
+  if (p.kv_row_stride == T1::kRowBytes && t0 + kTile <= end) {
     if constexpr (kTma) {
-      if ((row & 1) == 0) {
-        ts.pair = int(row >> 1);  // fits: run() takes the TMA only when rows / 2 fits the map's int32
-        return ts;
+      // Pages of ≥ 64 rows: the tile is in one page, since tiles start at multiples of 64 (work items
+      // are cut on tile boundaries: Planner.CoversEveryTokenOnce; one_run checks it).
+      if (rows.one_run(t0, kTile)) {
+        const std::int64_t row = rows(t0);
+        if ((row & 1) == 0) {
+          ts.pair = int(row >> 1);  // fits: run() takes the TMA only when rows / 2 fits the map's int32
+          return ts;
+        }
       }
-    } else {
-      // The thread's 16·tid is added here, once: piece k is then src[0] plus the constant 2048k, which
+    } else if (rows.one_run(g0, kGroupRows)) {  // a contiguous cache, or pages of ≥ 16 rows
+      // The lane's 16·lane is added here, once: piece k is then src[0] plus the constant 512k, which
       // the copies take as immediates (perf-notes v99: no 64-bit address arithmetic per piece).
-      ts.src[0] = p.kv + row * T1::kRowBytes + 16 * int(tid);
+      ts.src[0] = p.kv + rows(g0) * T1::kRowBytes + 16 * lane;
       ts.dense = true;
       return ts;
     }
   }
-  const int warp = int(tid / 32), lane = int(tid % 32);
-  const int n0 = t0 + 16 * warp + lane / 8;  // row i: token n0 + 4i
+  const int n0 = g0 + lane / 8;  // row i: token n0 + 4i
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int n = n0 + 4 * i;
@@ -228,10 +233,11 @@ __device__ __forceinline__ void copy_tile(std::uint8_t* stage, std::uint64_t* fu
   }
   if (!kTma && ts.dense) {
     constexpr int k0 = kPart * kDensePieces / 3, k1 = (kPart + 1) * kDensePieces / 3;
+    const int n0 = kGroupRows * (T1::kRowBytes / 16) * int(tid / 32) + int(tid % 32);
 #pragma unroll
     for (int k = k0; k < k1; ++k) {
-      const int n = int(tid) + kThreads * k;  // piece n of the tile: row n / 36
-      cp_async16_kv<kEvictFirst>(stage + fp8_stage::dense_offset(n), ts.src[0] + 16 * kThreads * k, 16);
+      const int n = n0 + 32 * k;  // piece n of the tile (row n / 36): the warp's group, 512 bytes a copy
+      cp_async16_kv<kEvictFirst>(stage + fp8_stage::dense_offset(n), ts.src[0] + 16 * 32 * k, 16);
     }
   } else {
     constexpr int i0 = kPart, i1 = kPart == 2 ? 4 : kPart + 1;  // rows: a quarter, a quarter, a half

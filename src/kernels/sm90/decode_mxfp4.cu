@@ -141,15 +141,21 @@ __device__ __forceinline__ int value_row_dim(int r) {
 }
 
 // ── raw tile: global → registers → shared memory ───────────────────────────────────────────────
-// A warpgroup's 64 tokens [t0, t0 + 64) — the CTA's tile, or with row pairs warpgroup g's half of it.
-// Thread tid of the warpgroup (wg_tid) → chunks tid + 128i (i < 9) of the 64 × 18 chunks (row =
-// chunk / 18): every warp load is 512 contiguous bytes of a dense tile. A full tile of unpadded rows
-// (stride 288) in one run of rows (a contiguous cache, or one page of 64: KvRowMap::one_run) is one base
-// row (tile_row) plus constants; otherwise (pages of 1 or 16 rows, padded rows, or the request's last
-// tile) each chunk's row is looked up, rows past `end` loading token
+// A warpgroup's 64 tokens [t0, t0 + 64) — the CTA's tile, or with row pairs warpgroup g's half of it —
+// as 1152 chunks of 16 bytes (row = chunk / 18), 9 per thread, in load units: the whole tile, or with
+// kGroups (the kernel of pages of 16 rows) warp w's group, rows 16w .. 16w + 15.
+// * Whole tiles: thread tid → chunks tid + 128i (i < 9): every warp load is 512 contiguous bytes of a
+//   dense tile, the warpgroup's 2 KB.
+// * Groups: lane l of warp w → chunks 288w + l + 32i: 512 contiguous bytes of a dense group. (Whole
+//   tiles keep the first order: on a contiguous cache the groups' cost MXFP4 256×8192 4.7 %, perf-notes
+//   v145.)
+// A unit of whole, unpadded rows (stride 288) in one run of rows (a contiguous cache, or one page:
+// KvRowMap::one_run) is one base row (unit_row) plus constants; otherwise (pages of 1 row, padded
+// rows, or the request's last tile) each chunk's row is looked up, rows past `end` loading token
 // `first`'s row (the CTA tile's first token, which exists; their values meet P = 0 and masked logits
-// only). A paged tile's base row costs a page-table load, so the kernel resolves it a tile before the
-// loads that use it (the loads would otherwise wait for it in the middle of the tile).
+// only). A paged unit's base row costs a page-table load, so the kernel resolves it a tile before the
+// loads that use it (the loads would otherwise wait for it in the middle of the tile). The scales of a
+// group's tokens (load_scales) are the same warp's.
 // The raw tile's rows are unpadded (288 bytes); chunk c of row r sits at chunk c ^ raw_swizzle(r).
 // The 8 rows of an ldmatrix matrix (r0 .. r0 + 7, r0 a multiple of 8, one chunk) then hit 8 distinct
 // bank groups (rows r and r + 4 are 72 chunks ≡ 0 groups apart; their swizzles differ), and the flip
@@ -161,42 +167,66 @@ __device__ __forceinline__ int raw_swizzle(int row) {
 struct RawRegs {
   uint4 x[kRawPerThread];
 };
-// A paged tile that is whole, of unpadded rows and in one page (KvRowMap::one_run): its page, loaded a
-// tile before its loads (an int, where the pair kernel has no two registers to spare); else −1 (and
-// always −1 for a contiguous cache, whose whole tiles need no lookup).
-__device__ __forceinline__ int tile_page(const DecodeParams& p, const KvRowMap& rows, int t0, int end) {
-  return !rows.contiguous() && t0 + kTile <= end && p.kv_row_stride == T1::kRowBytes && rows.one_run(t0, kTile)
-             ? rows.page_of(t0)
+constexpr int kGroupRows = kTile / (kThreads / 32);  // rows of a warp's group (16)
+static_assert(kGroupRows == 16 && kGroupRows * T1::kChunks == 32 * kRawPerThread,
+              "a warp's group: 16 rows, whole chunks per lane");
+template <bool kGroups>
+struct LoadUnit {
+  static constexpr int kRows = kGroups ? kGroupRows : kTile;
+  static constexpr int kStep = kGroups ? 32 : kThreads;  // chunks between a thread's loads
+  // The unit's first token, of the tile at t0, for thread tid of the warpgroup.
+  __device__ static int t0_of(int t0, unsigned tid) { return kGroups ? t0 + kGroupRows * int(tid / 32) : t0; }
+  // The thread's first chunk, counted from its unit's first.
+  __device__ static unsigned lane_chunk(unsigned tid) { return kGroups ? tid % 32 : tid; }
+  // Chunk i of the thread's: its index in the tile's 64 × 18.
+  __device__ static int index(int i, unsigned tid) {
+    return int((kGroups ? kGroupRows * T1::kChunks * (tid / 32) : 0) + lane_chunk(tid) + kStep * i);
+  }
+};
+// The page of the thread's unit when the tile is whole, of unpadded rows and paged, and one page holds
+// the unit (KvRowMap::one_run), loaded a tile before its loads (an int, where the pair kernel has no
+// two registers to spare); else −1 (and always −1 for a contiguous cache, whose whole tiles need no
+// lookup).
+template <bool kGroups>
+__device__ __forceinline__ int unit_page(const DecodeParams& p, const KvRowMap& rows, int t0, int end, unsigned tid) {
+  using U = LoadUnit<kGroups>;
+  const int u0 = U::t0_of(t0, tid);
+  return !rows.contiguous() && t0 + kTile <= end && p.kv_row_stride == T1::kRowBytes && rows.one_run(u0, U::kRows)
+             ? rows.page_of(u0)
              : -1;
 }
-// The tile's base row when its loads take one (a whole tile of unpadded rows of a contiguous cache, or
-// of one page: `page`, tile_page's), else −1.
-__device__ __forceinline__ std::int64_t tile_row(const DecodeParams& p, const KvRowMap& rows, int page, int t0,
-                                                 int end) {
-  if (rows.contiguous() && t0 + kTile <= end && p.kv_row_stride == T1::kRowBytes) return rows.row_base + t0;
-  return page >= 0 ? rows.row_in(page, t0) : std::int64_t(-1);
+// The unit's base row when its loads take one (a whole tile of unpadded rows of a contiguous cache, or
+// a unit in one page: `page`, unit_page's), else −1.
+template <bool kGroups>
+__device__ __forceinline__ std::int64_t unit_row(const DecodeParams& p, const KvRowMap& rows, int page, int t0, int end,
+                                                 unsigned tid) {
+  const int u0 = LoadUnit<kGroups>::t0_of(t0, tid);
+  if (rows.contiguous() && t0 + kTile <= end && p.kv_row_stride == T1::kRowBytes) return rows.row_base + u0;
+  return page >= 0 ? rows.row_in(page, u0) : std::int64_t(-1);
 }
-template <bool kEvictFirst>
+template <bool kEvictFirst, bool kGroups>
 __device__ __forceinline__ RawRegs load_raw(const DecodeParams& p, const KvRowMap& rows, std::int64_t base, int t0,
                                             int first, int end, unsigned tid) {
+  using U = LoadUnit<kGroups>;
   RawRegs r;
-  if (base >= 0) {  // tile_row's
-    const std::uint8_t* src = p.kv + base * T1::kRowBytes + 16 * tid;
+  if (base >= 0) {  // unit_row's
+    const std::uint8_t* src = p.kv + base * T1::kRowBytes + 16 * U::lane_chunk(tid);
 #pragma unroll
-    for (int i = 0; i < kRawPerThread; ++i) r.x[i] = ldg_kv16<kEvictFirst>(src + 16 * kThreads * i);
+    for (int i = 0; i < kRawPerThread; ++i) r.x[i] = ldg_kv16<kEvictFirst>(src + 16 * U::kStep * i);
   } else {
 #pragma unroll
     for (int i = 0; i < kRawPerThread; ++i) {
-      const int idx = tid + kThreads * i, row = idx / T1::kChunks, chunk = idx % T1::kChunks;
+      const int idx = U::index(i, tid), row = idx / T1::kChunks, chunk = idx % T1::kChunks;
       r.x[i] = ldg_kv16<kEvictFirst>(p.kv + rows.row_or_first(t0 + row, first, end) * p.kv_row_stride + chunk * 16);
     }
   }
   return r;
 }
+template <bool kGroups>
 __device__ __forceinline__ void store_raw(std::uint8_t (&kv)[kTile][T1::kRowBytes], const RawRegs& r, unsigned tid) {
 #pragma unroll
   for (int i = 0; i < kRawPerThread; ++i) {
-    const int idx = tid + kThreads * i, row = idx / T1::kChunks, chunk = idx % T1::kChunks;
+    const int idx = LoadUnit<kGroups>::index(i, tid), row = idx / T1::kChunks, chunk = idx % T1::kChunks;
     *reinterpret_cast<uint4*>(&kv[row][(chunk ^ raw_swizzle(row)) * 16]) = r.x[i];
   }
 }
@@ -228,11 +258,12 @@ struct ScaleRegs {
     return v[i];
   }
 };
-template <bool kEvictFirst, int kRows>
+template <bool kEvictFirst, int kRows, bool kGroups>
 __device__ __forceinline__ ScaleRegs<kRows> load_scales(const DecodeParams& p, const KvRowMap& rows, std::int64_t base,
                                                         int t0, int first, int end, unsigned tid) {
   const int r = scale_token(tid), half = scale_half(tid);
-  const std::int64_t row = base >= 0 ? base + r : rows.row_or_first(t0 + r, first, end);
+  // unit_row's base: token r of the tile is row r of a whole tile's unit, row r % 16 of a group
+  const std::int64_t row = base >= 0 ? base + (kGroups ? r % kGroupRows : r) : rows.row_or_first(t0 + r, first, end);
   const unsigned short* src = reinterpret_cast<const unsigned short*>(p.kv_scales + row * p.scale_stride) + 5 * half;
   ScaleRegs<kRows> sr;
 #pragma unroll
@@ -387,8 +418,8 @@ __device__ __forceinline__ void k_convert(Smem<kRows>& sm, int k0, const KLoad& 
 // ── the kernel ──────────────────────────────────────────────────────────────────────────────────
 // kShort: every item has at most one tile (launch_decode checks DecodeParams::max_item_tokens): no
 // next tile's loads, stores or head start in the kernel (perf-notes v77). kRows: 1, or 2 for row
-// pairs (the header).
-template <bool kShort, bool kEvictFirst, int kRows>
+// pairs (the header). kGroups: the raw tile loads by groups of 16 rows (pages of 16 rows: LoadUnit).
+template <bool kShort, bool kEvictFirst, int kRows, bool kGroups>
 __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCtasPerSm)
     decode_mxfp4_kernel(const __grid_constant__ DecodeParams p) {
   using T = Traits<kRows>;
@@ -414,28 +445,29 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
   // exist.)
   RawRegs raw{}, raw_next{};
   ScaleRegs<kRows> scales{}, scales_next{};
-  // tile_page of the tile whose loads go out next (tile 1's, then in the loop tile t + 2's).
+  // unit_page of the tile whose loads go out next (tile 1's, then in the loop tile t + 2's).
   int page_next = -1;
   if (num_tiles > 0) {
-    const std::int64_t base = tile_row(p, rows, tile_page(p, rows, wg_t0(0), item.kv_end), wg_t0(0), item.kv_end);
-    if (!kShort && num_tiles > 1) page_next = tile_page(p, rows, wg_t0(1), item.kv_end);
-    raw = load_raw<kEvictFirst>(p, rows, base, wg_t0(0), cta_t0(0), item.kv_end, tid);
-    scales = load_scales<kEvictFirst, kRows>(p, rows, base, wg_t0(0), cta_t0(0), item.kv_end, tid);
+    const std::int64_t base =
+        unit_row<kGroups>(p, rows, unit_page<kGroups>(p, rows, wg_t0(0), item.kv_end, tid), wg_t0(0), item.kv_end, tid);
+    if (!kShort && num_tiles > 1) page_next = unit_page<kGroups>(p, rows, wg_t0(1), item.kv_end, tid);
+    raw = load_raw<kEvictFirst, kGroups>(p, rows, base, wg_t0(0), cta_t0(0), item.kv_end, tid);
+    scales = load_scales<kEvictFirst, kRows, kGroups>(p, rows, base, wg_t0(0), cta_t0(0), item.kv_end, tid);
   }
   store_q(sm.q, q_regs);
   int r_w = 127;       // R_w of the tile whose S is under way
   int r_w_next = 127;  // ... of the next tile (its factors stored)
   if (num_tiles > 0) {
-    store_raw(sm.kv[wg], raw, tid);
+    store_raw<kGroups>(sm.kv[wg], raw, tid);
     r_w_next = store_factors(sm.fac2[wg], scales, wg_t0(0), item.kv_end, tid, item.pair_end, &sm.last_key_nan);
   }
   fence_proxy_async();  // Q stores (generic proxy) → wgmma reads (async proxy)
   __syncthreads();      // Q and tile 0 stored
   if (!kShort && num_tiles > 1) {
-    const std::int64_t base = tile_row(p, rows, page_next, wg_t0(1), item.kv_end);
-    raw_next = load_raw<kEvictFirst>(p, rows, base, wg_t0(1), cta_t0(1), item.kv_end, tid);
-    scales_next = load_scales<kEvictFirst, kRows>(p, rows, base, wg_t0(1), cta_t0(1), item.kv_end, tid);
-    if (num_tiles > 2) page_next = tile_page(p, rows, wg_t0(2), item.kv_end);
+    const std::int64_t base = unit_row<kGroups>(p, rows, page_next, wg_t0(1), item.kv_end, tid);
+    raw_next = load_raw<kEvictFirst, kGroups>(p, rows, base, wg_t0(1), cta_t0(1), item.kv_end, tid);
+    scales_next = load_scales<kEvictFirst, kRows, kGroups>(p, rows, base, wg_t0(1), cta_t0(1), item.kv_end, tid);
+    if (num_tiles > 2) page_next = unit_page<kGroups>(p, rows, wg_t0(2), item.kv_end, tid);
   }
 
   SoftmaxState<float> st[kI];
@@ -552,7 +584,7 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
     // The raw stage is free: tile t + 1 goes in from registers. (The scales of a warp's tokens are
     // stored and read by that warp alone.)
     if (!kShort && t + 1 < num_tiles) {
-      store_raw(sm.kv[wg], raw_next, tid);
+      store_raw<kGroups>(sm.kv[wg], raw_next, tid);
       r_w_next = store_factors(sm.fac2[wg], scales_next, wg_t0(t + 1), item.kv_end, tid, item.pair_end,
                                &sm.last_key_nan);  // S(t) has read fac2
     }
@@ -621,10 +653,11 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
     wgmma_commit();
     // Tile t + 2's loads go out here, after the P barrier's fence (which would wait for them).
     if (!kShort && t + 2 < num_tiles) {
-      const std::int64_t base = tile_row(p, rows, page_next, wg_t0(t + 2), item.kv_end);
-      raw_next = load_raw<kEvictFirst>(p, rows, base, wg_t0(t + 2), cta_t0(t + 2), item.kv_end, tid);
-      scales_next = load_scales<kEvictFirst, kRows>(p, rows, base, wg_t0(t + 2), cta_t0(t + 2), item.kv_end, tid);
-      if (t + 3 < num_tiles) page_next = tile_page(p, rows, wg_t0(t + 3), item.kv_end);  // a tile ahead
+      const std::int64_t base = unit_row<kGroups>(p, rows, page_next, wg_t0(t + 2), item.kv_end, tid);
+      raw_next = load_raw<kEvictFirst, kGroups>(p, rows, base, wg_t0(t + 2), cta_t0(t + 2), item.kv_end, tid);
+      scales_next =
+          load_scales<kEvictFirst, kRows, kGroups>(p, rows, base, wg_t0(t + 2), cta_t0(t + 2), item.kv_end, tid);
+      if (t + 3 < num_tiles) page_next = unit_page<kGroups>(p, rows, wg_t0(t + 3), item.kv_end, tid);  // a tile ahead
     }
     // Under P·V: the next tile's rope batch of S (it touches neither Vt, P nor O). The short kernel
     // has no next tile, and no group on stale registers for the epilogue's wait.
@@ -659,17 +692,21 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
 
 }  // namespace
 
-DecodeKernel decode_mxfp4_kernel_info(bool short_items, bool evict_first, bool row_pairs) {
-  void (*const entry[2][2][2])(DecodeParams) = {
-      {{decode_mxfp4_kernel<false, false, 1>, decode_mxfp4_kernel<false, true, 1>},
-       {decode_mxfp4_kernel<true, false, 1>, decode_mxfp4_kernel<true, true, 1>}},
-      {{decode_mxfp4_kernel<false, false, 2>, decode_mxfp4_kernel<false, true, 2>},
-       {decode_mxfp4_kernel<true, false, 2>, decode_mxfp4_kernel<true, true, 2>}}};
+DecodeKernel decode_mxfp4_kernel_info(bool short_items, bool evict_first, bool row_pairs, bool groups) {
+  void (*const entry[2][2][2][2])(DecodeParams) = {
+      {{{decode_mxfp4_kernel<false, false, 1, false>, decode_mxfp4_kernel<false, true, 1, false>},
+        {decode_mxfp4_kernel<true, false, 1, false>, decode_mxfp4_kernel<true, true, 1, false>}},
+       {{decode_mxfp4_kernel<false, false, 2, false>, decode_mxfp4_kernel<false, true, 2, false>},
+        {decode_mxfp4_kernel<true, false, 2, false>, decode_mxfp4_kernel<true, true, 2, false>}}},
+      {{{decode_mxfp4_kernel<false, false, 1, true>, decode_mxfp4_kernel<false, true, 1, true>},
+        {decode_mxfp4_kernel<true, false, 1, true>, decode_mxfp4_kernel<true, true, 1, true>}},
+       {{decode_mxfp4_kernel<false, false, 2, true>, decode_mxfp4_kernel<false, true, 2, true>},
+        {decode_mxfp4_kernel<true, false, 2, true>, decode_mxfp4_kernel<true, true, 2, true>}}}};
   if (row_pairs) {
-    return {entry[1][short_items][evict_first], Traits<2>::kCtaThreads, sizeof(Smem<2>), Traits<2>::kCtasPerSm,
+    return {entry[groups][1][short_items][evict_first], Traits<2>::kCtaThreads, sizeof(Smem<2>), Traits<2>::kCtasPerSm,
             kPartialsF16};
   }
-  return {entry[0][short_items][evict_first], Traits<1>::kCtaThreads, sizeof(Smem<1>), Traits<1>::kCtasPerSm,
+  return {entry[groups][0][short_items][evict_first], Traits<1>::kCtaThreads, sizeof(Smem<1>), Traits<1>::kCtasPerSm,
           kPartialsF16};
 }
 
