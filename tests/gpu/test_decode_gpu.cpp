@@ -1116,13 +1116,17 @@ TEST(GpuDecode, MalformedInputsRejectedBeforeLaunch) {
 TEST(GpuSanitizer, SmallSuite) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
-    CaseSpec spec;
-    spec.kv_lens = {0, 1, 65, 200, 700};
-    spec.format = f;
-    spec.dist = Distribution::peaked;
-    spec.page_size = f == KvFormat::bf16 ? 0 : (f == KvFormat::fp8 ? 16 : 1);
-    spec.spare_rows = 64;
-    expect_correct(spec);
+    // Two layouts per format, pages of 16 rows in each (their kernels: bf16's and MXFP4's own, fp8's groups).
+    const int other_page = f == KvFormat::bf16 ? 0 : (f == KvFormat::fp8 ? 64 : 1);
+    for (int page : {other_page, 16}) {
+      CaseSpec spec;
+      spec.kv_lens = {0, 1, 65, 200, 700};
+      spec.format = f;
+      spec.dist = Distribution::peaked;
+      spec.page_size = page;
+      spec.spare_rows = 64;
+      expect_correct(spec);
+    }
     // Rows split in two: merged in clusters of 2 (distributed shared memory) under the sanitizers too.
     CaseSpec pairs = CaseSpec::uniform(two_piece_rows(f), 128, f);
     pairs.seed = 77;

@@ -136,10 +136,12 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)
 
 // kEvictFirst: the KV copies go under the L2 evict-first policy (DecodeParams::kv_evict_first), else
 // without a policy. kTma: the TMA kernel's decoder (stages in the box layout; copy_tile_tma).
-template <KvFormat F, bool kEvictFirst, bool kTma = false>
+// kPages16: the decoder of a cache of 16-row pages (sources()).
+template <KvFormat F, bool kEvictFirst, bool kTma = false, bool kPages16 = false>
 struct Decoder {
   using T = Traits<F>;
   using Sh = TileShape<T::kTile>;
+  static_assert(!(kTma && kPages16), "no tensor map describes a cache of 16-row pages");
   const DecodeParams& p;
   KvRowMap physical_row;
 
@@ -163,6 +165,21 @@ struct Decoder {
       for (int i = 0; i < Sh::kRowsPerWarp; ++i) ts.src[i] = base + std::int64_t(i * kWarps) * p.kv_row_stride;
       ts.valid = (1u << Sh::kRowsPerWarp) - 1;
       return ts;
+    }
+    // Pages of 16 rows (a kernel of their own, so that the others' code stays as it was: perf-notes
+    // v145b, v146), a whole tile on their boundaries: rows 16k + w and 16k + w + 8 (i = 2k, 2k + 1) share
+    // a page, four page-table loads rather than eight.
+    if constexpr (kPages16) {
+      if (t0 + T::kTile <= end && (t0 & 15) == 0 && physical_row.one_run(t0, 16)) {
+        static_assert(kWarps == 8 && Sh::kRowsPerWarp == 8, "rows 16k + w and 16k + w + 8 are rows 2k and 2k + 1");
+#pragma unroll
+        for (int k = 0; k < Sh::kRowsPerWarp / 2; ++k) {
+          ts.src[2 * k] = p.kv + (physical_row(t0 + 16 * k) + warp) * p.kv_row_stride + lane * 16;
+          ts.src[2 * k + 1] = ts.src[2 * k] + std::int64_t(kWarps) * p.kv_row_stride;
+        }
+        ts.valid = (1u << Sh::kRowsPerWarp) - 1;
+        return ts;
+      }
     }
 #pragma unroll
     for (int i = 0; i < Sh::kRowsPerWarp; ++i) {
@@ -230,8 +247,9 @@ __device__ __forceinline__ std::int64_t row_base_of(const DecodeParams& p, const
   return KvRowMap(p, w).base();
 }
 // The decoder of a request whose row base is `base` (row_base_of).
-template <KvFormat F, bool kEvictFirst, bool kTma = false>
-__device__ __forceinline__ Decoder<F, kEvictFirst, kTma> decoder_at(const DecodeParams& p, std::int64_t base) {
+template <KvFormat F, bool kEvictFirst, bool kTma = false, bool kPages16 = false>
+__device__ __forceinline__ Decoder<F, kEvictFirst, kTma, kPages16> decoder_at(const DecodeParams& p,
+                                                                              std::int64_t base) {
   return {p, KvRowMap(p, KvRowMap::KnownBase{}, base)};
 }
 __device__ __forceinline__ int tiles_of(const WorkItem& w) {
@@ -267,8 +285,8 @@ __device__ __forceinline__ void q_fragments(std::uint32_t (&qa)[kKSteps][4], std
 // with DecodeParams::kv_map), one item per CTA or walking: the stages complete on mbarriers instead
 // of cp.async groups (phase j / kStages over the CTA's whole tile sequence), and the next tile's
 // copy — the next item's first tiles too — goes out at the top of the tile. Q still arrives by
-// cp.async.
-template <KvFormat F, bool kWalk, bool kOneTile, bool kEvictFirst, bool kTma = false>
+// cp.async. kPages16: the kernel of caches of 16-row pages (Decoder).
+template <KvFormat F, bool kWalk, bool kOneTile, bool kEvictFirst, bool kTma = false, bool kPages16 = false>
 __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_constant__ DecodeParams p) {
   using T = Traits<F>;
   using Sh = TileShape<T::kTile>;
@@ -304,7 +322,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
     if ((!kOneTile || s == 0) && s < tiles_of(item)) {
-      decoder_at<F, kEvictFirst, kTma>(p, base).copy_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
+      decoder_at<F, kEvictFirst, kTma, kPages16>(p, base).copy_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
     }
     cp_async_commit();
   }
@@ -356,8 +374,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       const bool load_next = !kOneTile && (own || (kWalk && k_next < next_tiles));
       if (kWalk && !own && load_next) issued |= 1u << k_next;
       const bool mine = !kWalk || own;  // the copy's tile: this item's tile `ahead`, or the next item's k_next
-      const Decoder<F, kEvictFirst, kTma> dec = decoder_at<F, kEvictFirst, kTma>(p, mine ? base : next_base);
-      typename Decoder<F, kEvictFirst, kTma>::Sources next_src{};
+      const Decoder<F, kEvictFirst, kTma, kPages16> dec =
+          decoder_at<F, kEvictFirst, kTma, kPages16>(p, mine ? base : next_base);
+      typename Decoder<F, kEvictFirst, kTma, kPages16>::Sources next_src{};
       const int next_stage = (j + T::kStages - 1) % T::kStages;
       if (load_next) {
         const int copy_t0 = mine ? item.kv_begin + ahead * kTile : next.kv_begin + k_next * kTile;
@@ -546,8 +565,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
     for (int k = 0; k < T::kStages - 1; ++k) {
       if (k < next_tiles && !((issued >> k) & 1u)) {
-        decoder_at<F, kEvictFirst, kTma>(p, base).copy_tile(sm, (j + k) % T::kStages, item.kv_begin + k * kTile,
-                                                            item.kv_end);
+        decoder_at<F, kEvictFirst, kTma, kPages16>(p, base).copy_tile(sm, (j + k) % T::kStages,
+                                                                      item.kv_begin + k * kTile, item.kv_end);
         if constexpr (!kTma) {  // (the TMA's copy completes on the stage's barrier: no drain)
           cp_async_commit();
           drain = true;
@@ -613,11 +632,11 @@ int max_active_decode_clusters(const DecodeKernel& k, int n) {
 
 // bf16's kernels: one item per CTA, walking several (kWalk), or one item of one tile (kOneTile); the
 // first two also with whole tiles by TMA (kTma); the KV copies under the evict-first policy or
-// without one.
-template <bool kWalk, bool kOneTile = false, bool kTma = false>
+// without one; those without the TMA also for caches of 16-row pages (kPages16).
+template <bool kWalk, bool kOneTile = false, bool kTma = false, bool kPages16 = false>
 DecodeKernel bf16_kernel_info(bool evict_first) {
-  return {evict_first ? decode_kernel<KvFormat::bf16, kWalk, kOneTile, true, kTma>
-                      : decode_kernel<KvFormat::bf16, kWalk, kOneTile, false, kTma>,
+  return {evict_first ? decode_kernel<KvFormat::bf16, kWalk, kOneTile, true, kTma, kPages16>
+                      : decode_kernel<KvFormat::bf16, kWalk, kOneTile, false, kTma, kPages16>,
           kThreads, kSmemBytes<kTma>, 1, kPartialsF16};
 }
 
@@ -626,7 +645,7 @@ constexpr Variant kVariants[] = {Variant::general, Variant::walking, Variant::on
 
 // The kernel of `format` for variant v (fp8 and MXFP4 never walk: their general kernel) and the KV's
 // L2 policy; with `row_pairs`, the format's row-pair kernel; with `groups` (pages of 16 rows), MXFP4's
-// kernel that loads by groups of 16 rows.
+// kernel that loads by groups of 16 rows and bf16's of 16-row pages (not the TMA or pair kernels).
 DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, bool tma = false, bool row_pairs = false,
                          bool groups = false) {
   switch (format) {
@@ -634,11 +653,15 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, b
       if (row_pairs) return decode_bf16_pairs_kernel_info();  // general and one-tile alike, no L2 policy
       switch (v) {
         case Variant::general:
-          return tma ? bf16_kernel_info<false, false, true>(evict_first) : bf16_kernel_info<false>(evict_first);
+          if (tma) return bf16_kernel_info<false, false, true>(evict_first);
+          return groups ? bf16_kernel_info<false, false, false, true>(evict_first)
+                        : bf16_kernel_info<false>(evict_first);
         case Variant::walking:
-          return tma ? bf16_kernel_info<true, false, true>(evict_first) : bf16_kernel_info<true>(evict_first);
+          if (tma) return bf16_kernel_info<true, false, true>(evict_first);
+          return groups ? bf16_kernel_info<true, false, false, true>(evict_first) : bf16_kernel_info<true>(evict_first);
         case Variant::one_tile:
-          return bf16_kernel_info<false, true>(evict_first);
+          return groups ? bf16_kernel_info<false, true, false, true>(evict_first)
+                        : bf16_kernel_info<false, true>(evict_first);
       }
       return bf16_kernel_info<false>(evict_first);
     case KvFormat::fp8:
