@@ -59,7 +59,7 @@ top = ["gpu", "commit", "date", "backend", "driver", "cases", "geomean"]
 case = ["format", "batch", "kv_len", "call_us", "call_us_median", "device_us", "device_us_median",
         "floor_call_us", "floor_call_us_median", "floor_device_us", "floor_device_us_median", "kv_bytes",
         "gbps", "ratio_to_floor", "relerr", "relerr_requests_checked", "lse_max_abs", "sm_mhz", "floor_sm_mhz",
-        "plan", "plan_us"]
+        "plan", "plan_us", "redone_reps", "unhidden_reps", "floor_redone_reps", "floor_unhidden_reps"]
 missing = [k for k in top if k not in d]
 assert not missing, f"top-level keys missing: {missing}"
 assert d["backend"] == "cpu" and d["gpu"] == "cpu", d["backend"]
@@ -90,6 +90,10 @@ grep -q "kv-l2 normal" "$tmp/l2.txt" || fail "bench --kv-l2 normal: not in the h
 "$MLA" bench --backend cpu --format fp8 --shapes 1x256 --reps 1 --kv-copy tma >"$tmp/copy.txt" 2>&1 ||
   fail "bench --kv-copy tma: $(cat "$tmp/copy.txt")"
 grep -q "kv-copy tma" "$tmp/copy.txt" || fail "bench --kv-copy tma: not in the header"
+# Pages laid out in order: the case runs and passes, and the header says so.
+"$MLA" bench --backend cpu --format fp8 --shapes 2x300 --reps 1 --paged 16 --page-order in-order >"$tmp/po.txt" 2>&1 ||
+  fail "bench --paged 16 --page-order in-order: $(cat "$tmp/po.txt")"
+grep -q "paged16 in-order" "$tmp/po.txt" || fail "bench --page-order in-order: not in the header"
 
 # s_q > 1 (multi-token queries): the header, the plan and the JSON say so; the KV bytes count once.
 "$MLA" bench --backend cpu --format mxfp4 --shapes 2x300 --reps 1 --s-q 3 --json "$tmp/sq.json" >"$tmp/sq.txt" 2>&1 ||
@@ -123,6 +127,7 @@ expect_usage_error "unknown format" bench --format fp16
 expect_usage_error "--random" check --random 0
 expect_usage_error "BATCHxKV" bench --shapes 4by1024
 expect_usage_error "page size" bench --paged 32
+expect_usage_error "--page-order" bench --page-order random
 expect_usage_error "out of range" bench --reps 0
 expect_usage_error "needs a value" bench --reps
 expect_usage_error "not an integer" bench --seed abc
