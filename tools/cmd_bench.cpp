@@ -57,7 +57,7 @@ options:
   --page-order shuffled|in-order
                          paged: the pages' physical order (default shuffled; in-order lays each
                          request's pages out one after another, so only the page size differs
-                         from a contiguous cache)
+                         from a contiguous cache; in-order needs --paged)
   --dist challenge|peaked  input distribution (default challenge)
   --reps N               timed reps per mode (default 100 on cuda, >= 50 per SPEC; 10 on cpu)
   --check-requests N     requests checked against the reference per case (default 8, spread
@@ -161,6 +161,7 @@ Options parse(int argc, char** argv) {
       throw UsageError{"unknown option '" + k + "' (see mla bench --help)"};
     }
   }
+  if (o.pages_in_order && o.page_size == 0) throw UsageError{"--page-order in-order: needs --paged"};
   return o;
 }
 
@@ -178,7 +179,7 @@ struct Row {
   testing::GpuTiming floor;
   bool has_floor = false;
   double spin_us = kNaN;
-  double sm_mhz = kNaN;  // SM clock before the device-time reps of the call (the floor's: floor.spin_sm_mhz)
+  double sm_mhz = kNaN;   // SM clock before the device-time reps of the call (the floor's: floor.spin_sm_mhz)
   int redone_reps = 0;    // device-time reps redone because the spin had not hidden their host work
   int unhidden_reps = 0;  // ... and those it never hid (their A→B includes host time)
   std::int64_t kv_bytes = 0;
@@ -252,8 +253,10 @@ void print_row(const Row& r) {
   if (!r.passed) std::printf("  FAIL: %s", r.error.c_str());
   const int unhidden = r.unhidden_reps + r.floor.unhidden_reps;
   const int redone = r.redone_reps + r.floor.redone_reps;
-  if (unhidden) std::printf("  (host work showed in %d device-time reps, the floor's included)", unhidden);
-  else if (redone) std::printf("  (%d device-time reps redone: host work had outlasted the spin)", redone);
+  if (unhidden)
+    std::printf("  (host work showed in %d device-time reps, the floor's included)", unhidden);
+  else if (redone)
+    std::printf("  (%d device-time reps redone: host work had outlasted the spin)", redone);
   if (!r.not_taken.empty()) std::printf("  (%s)", r.not_taken.c_str());
   std::printf("\n");
   std::fflush(stdout);

@@ -132,8 +132,9 @@ class CudaGpuTimer final : public GpuTimer {
       double host = 0;
       // The spin starts once its launch reaches the GPU (a few µs after the host's launch call), so a
       // host enqueue shorter than the spin is hidden. A rep whose enqueue outlasted it (the process
-      // descheduled, say) timed host work too: it is redone with a spin twice as long, up to
-      // kMaxRedos times, and counted in unhidden_reps if it never was hidden.
+      // descheduled, say) timed host work too: it is redone with a spin twice as long (at most
+      // 2000 µs), up to kMaxRedos times; redone_reps counts such reps (not attempts), and
+      // unhidden_reps those never hidden.
       double spin = spin_us;
       for (int attempt = 0;; ++attempt) {
         MLA_TIMING_TRY(one_rep(call, r, static_cast<unsigned long long>(spin * 1000.0), &gpu, &host));
@@ -142,7 +143,7 @@ class CudaGpuTimer final : public GpuTimer {
           ++out->unhidden_reps;
           break;
         }
-        ++out->redone_reps;
+        if (attempt == 0) ++out->redone_reps;
         spin = std::min(2000.0, 2.0 * spin);
       }
       device_us.push_back(gpu);

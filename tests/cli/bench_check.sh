@@ -128,6 +128,7 @@ expect_usage_error "--random" check --random 0
 expect_usage_error "BATCHxKV" bench --shapes 4by1024
 expect_usage_error "page size" bench --paged 32
 expect_usage_error "--page-order" bench --page-order random
+expect_usage_error "needs --paged" bench --page-order in-order
 expect_usage_error "out of range" bench --reps 0
 expect_usage_error "needs a value" bench --reps
 expect_usage_error "not an integer" bench --seed abc

@@ -853,11 +853,12 @@ TEST(GpuDecode, PlanWithListRunsTheGivenList) {
 // plan_with_list takes any cut of the rows, not only the planner's tile boundaries. Cut 1001 tokens off
 // them, every tile of a paged cache but the first straddles two pages of 64 rows, and every group of
 // 16 rows that one warp loads on pages of 16 (fp8, MXFP4) two pages, so no copy may take one as a
-// single run of rows (KvRowMap::one_run): every format, pages of 16 and 64 rows, the TMA kernels
+// single run of rows (KvRowMap::one_run), and bf16's 16-row-page kernels must take such tiles row by
+// row: every format, pages of 16 and 64 rows, the TMA kernels
 // forced on and off, and bf16's walking kernel.
 TEST(GpuDecode, ListCutOffTileBoundariesOnPagedCaches) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
-  constexpr int kPiece = 1001;  // odd: no group of 8 rows starts on a page
+  constexpr int kPiece = 1001;  // odd: the later pieces start at 1001 and 2002, off every 8-row boundary
   for (KvFormat f : kFormats) {
     for (int page : {16, 64}) {
       CaseSpec spec;

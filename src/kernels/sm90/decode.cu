@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <span>
 
 #include "kernels/common/softmax_state.h"
@@ -644,8 +645,8 @@ using Variant = DecodeVariant;
 constexpr Variant kVariants[] = {Variant::general, Variant::walking, Variant::one_tile};
 
 // The kernel of `format` for variant v (fp8 and MXFP4 never walk: their general kernel) and the KV's
-// L2 policy; with `row_pairs`, the format's row-pair kernel; with `groups` (pages of 16 rows), MXFP4's
-// kernel that loads by groups of 16 rows and bf16's of 16-row pages (not the TMA or pair kernels).
+// L2 policy; with `row_pairs`, the format's row-pair kernel; with `groups` (pages of 16 rows), bf16's
+// kernels of 16-row pages (not the TMA or pair kernels) and MXFP4's that load by groups of 16 rows.
 DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, bool tma = false, bool row_pairs = false,
                          bool groups = false) {
   switch (format) {
@@ -715,18 +716,22 @@ bool decode_partials_f16(KvFormat format) {
 }
 
 cudaError_t prepare_decode(KvFormat format) {
+  // Every (variant, L2 policy, TMA, row pairs, 16-row pages) choice maps to one of a few kernels;
+  // each is prepared once (plan() calls this on every plan, so repeats would cost plan time).
+  void (*done[64])(DecodeParams) = {};
+  int n_done = 0;
   for (Variant v : kVariants) {
-    for (bool evict_first : {false, true}) {  // fp8, MXFP4: walking = general
-      for (bool tma : {false, true}) {        // bf16's general and walking kernels, fp8's general one
-        for (bool groups : {false, true}) {   // MXFP4's
-          const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first, tma, false, groups));
-          if (e != cudaSuccess) return e;
-        }
-      }
-      if (decode_row_pairs(format, 2) && v != Variant::walking) {  // the row-pair kernels
-        for (bool groups : {false, true}) {
-          const cudaError_t e = prepare_decode_kernel(kernel_info(format, v, evict_first, false, true, groups));
-          if (e != cudaSuccess) return e;
+    for (bool evict_first : {false, true}) {   // fp8, MXFP4: walking = general
+      for (bool tma : {false, true}) {         // bf16's general and walking kernels, fp8's general one
+        for (bool pairs : {false, true}) {     // the row-pair kernels (not walking)
+          for (bool groups : {false, true}) {  // bf16's and MXFP4's kernels of 16-row pages
+            if (pairs && (tma || v == Variant::walking || !decode_row_pairs(format, 2))) continue;
+            const DecodeKernel k = kernel_info(format, v, evict_first, tma, pairs, groups);
+            if (std::find(done, done + n_done, k.entry) != done + n_done) continue;
+            const cudaError_t e = prepare_decode_kernel(k);
+            if (e != cudaSuccess) return e;
+            if (n_done < int(std::size(done))) done[n_done++] = k.entry;
+          }
         }
       }
     }

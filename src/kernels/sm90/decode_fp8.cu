@@ -7,8 +7,9 @@
 // out among the S batches. The TMA kernel (kTma, plans of long items: Plan::kv_tma) instead copies a
 // whole tile from an even row by one tensor-map copy of thread 0, into fp8_stage.h's `pairs` layout,
 // issued at the top of the tile before S (perf-notes v113, v114).
-// Warp w owns tokens 16w..16w+15 of a tile (its 16 rows of every wgmma M = 64), and copies them when
-// the tile goes row by row (a dense tile is copied in 16-byte pieces tid + 128k across the tile).
+// Warp w owns tokens 16w..16w+15 of a tile (its 16 rows of every wgmma M = 64) and copies them: a
+// group of 16 rows in one run (contiguous, or pages of ≥ 16 rows) as 16-byte pieces 576w + lane + 32k
+// of the tile, else row by row.
 //
 //   Sᵀ = K·Qᵀ    wgmma m64n16k16, fp32 accumulation, A = K in registers from an ldmatrix of the raw
 //                tile, one exact cvt.f16x2.e4m3x2 per pair; B = Q·2^e in fp16 (exact) in shared
@@ -176,7 +177,8 @@ static_assert(fp8_stage::kRowBytes == T1::kRowBytes && fp8_stage::kRows == kTile
 // as illegal instructions (primitives.h). The TMA kernel has no dense cp.async: next to the TMA code
 // ptxas mis-encoded their policy (perf-notes v110c).
 struct TileSource {
-  const std::uint8_t* src[4];  // dense: src[0] = this thread's first piece (tile byte 16·tid); else this lane's rows
+  const std::uint8_t* src[4];  // dense: src[0] = this lane's first piece of its warp's 16-row group
+                               // (tile byte 9216w + 16·lane); else this lane's rows
   unsigned valid;              // rows: bit i = row i holds a token (< end)
   bool dense;
   int pair;  // kTma: the tile's first row pair in DecodeParams::kv_map when it goes by TMA, else −1

@@ -151,7 +151,8 @@ __device__ __forceinline__ int value_row_dim(int r) {
 //   v145.)
 // A unit of whole, unpadded rows (stride 288) in one run of rows (a contiguous cache, or one page:
 // KvRowMap::one_run) is one base row (unit_row) plus constants; otherwise (pages of 1 row, padded
-// rows, or the request's last tile) each chunk's row is looked up, rows past `end` loading token
+// rows, the request's last tile, or a unit straddling two pages: an item of a cut list may start off
+// a 16-row boundary) each chunk's row is looked up, rows past `end` loading token
 // `first`'s row (the CTA tile's first token, which exists; their values meet P = 0 and masked logits
 // only). A paged unit's base row costs a page-table load, so the kernel resolves it a tile before the
 // loads that use it (the loads would otherwise wait for it in the middle of the tile). The scales of a

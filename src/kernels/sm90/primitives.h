@@ -250,8 +250,9 @@ struct KvRowMap {
     return (std::int64_t(page) << p.page_shift) + (n & ((1 << p.page_shift) - 1));
   }
   // Whether tokens [t0, t0 + n) sit in consecutive physical rows: always in a contiguous cache; paged,
-  // when one page holds them all (pages of ≥ 64 rows and the tiles' starts at multiples of 64 — work
-  // items are cut on tile boundaries — but checked, not assumed). Then row (*this)(t0) + i holds token t0 + i.
+  // when one page holds them all (a 64-row tile in pages of ≥ 64 rows, a warp's 16-row group in pages
+  // of ≥ 16; usually so, since work items are cut on tile boundaries, but checked, not assumed: a cut
+  // list may start an item anywhere). Then row (*this)(t0) + i holds token t0 + i.
   __device__ bool one_run(int t0, int n) const {
     return p.page_table == nullptr || (t0 >> p.page_shift) == ((t0 + n - 1) >> p.page_shift);
   }
