@@ -1117,14 +1117,18 @@ TEST(GpuDecode, MalformedInputsRejectedBeforeLaunch) {
 TEST(GpuSanitizer, SmallSuite) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (KvFormat f : kFormats) {
-    // Two layouts per format, pages of 16 rows in each (their kernels: bf16's and MXFP4's own, fp8's groups).
-    const int other_page = f == KvFormat::bf16 ? 0 : (f == KvFormat::fp8 ? 64 : 1);
-    for (int page : {other_page, 16}) {
+    // Pages of 16 rows in each format (their kernels: bf16's and MXFP4's own, fp8's groups); pages of
+    // 1 row as a flat kv_indices table in bf16 (its small-page kernels' L1 page-table prefetch; every
+    // loop kernel's L2 one reaches the table's last entry) and MXFP4; contiguous bf16, fp8 pages of 64.
+    const std::vector<int> pages =
+        f == KvFormat::bf16 ? std::vector<int>{0, 1, 16} : std::vector<int>{f == KvFormat::fp8 ? 64 : 1, 16};
+    for (int page : pages) {
       CaseSpec spec;
       spec.kv_lens = {0, 1, 65, 200, 700};
       spec.format = f;
       spec.dist = Distribution::peaked;
       spec.page_size = page;
+      spec.flat_page_table = page == 1;
       spec.spare_rows = 64;
       expect_correct(spec);
     }

@@ -137,12 +137,12 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)
 
 // kEvictFirst: the KV copies go under the L2 evict-first policy (DecodeParams::kv_evict_first), else
 // without a policy. kTma: the TMA kernel's decoder (stages in the box layout; copy_tile_tma).
-// kPages16: the decoder of a cache of 16-row pages (sources()).
-template <KvFormat F, bool kEvictFirst, bool kTma = false, bool kPages16 = false>
+// kSmallPages: the decoder of a cache of pages of 1 or 16 rows (sources()).
+template <KvFormat F, bool kEvictFirst, bool kTma = false, bool kSmallPages = false>
 struct Decoder {
   using T = Traits<F>;
   using Sh = TileShape<T::kTile>;
-  static_assert(!(kTma && kPages16), "no tensor map describes a cache of 16-row pages");
+  static_assert(!(kTma && kSmallPages), "no tensor map describes a cache of pages under 64 rows");
   const DecodeParams& p;
   KvRowMap physical_row;
 
@@ -169,8 +169,8 @@ struct Decoder {
     }
     // Pages of 16 rows (a kernel of their own, so that the others' code stays as it was: perf-notes
     // v145b, v146), a whole tile on their boundaries: rows 16k + w and 16k + w + 8 (i = 2k, 2k + 1) share
-    // a page, four page-table loads rather than eight.
-    if constexpr (kPages16) {
+    // a page, four page-table loads rather than eight (pages of 1 row: row by row, below).
+    if constexpr (kSmallPages) {
       if (t0 + T::kTile <= end && (t0 & 15) == 0 && physical_row.one_run(t0, 16)) {
         static_assert(kWarps == 8 && Sh::kRowsPerWarp == 8, "rows 16k + w and 16k + w + 8 are rows 2k and 2k + 1");
 #pragma unroll
@@ -248,9 +248,9 @@ __device__ __forceinline__ std::int64_t row_base_of(const DecodeParams& p, const
   return KvRowMap(p, w).base();
 }
 // The decoder of a request whose row base is `base` (row_base_of).
-template <KvFormat F, bool kEvictFirst, bool kTma = false, bool kPages16 = false>
-__device__ __forceinline__ Decoder<F, kEvictFirst, kTma, kPages16> decoder_at(const DecodeParams& p,
-                                                                              std::int64_t base) {
+template <KvFormat F, bool kEvictFirst, bool kTma = false, bool kSmallPages = false>
+__device__ __forceinline__ Decoder<F, kEvictFirst, kTma, kSmallPages> decoder_at(const DecodeParams& p,
+                                                                                 std::int64_t base) {
   return {p, KvRowMap(p, KvRowMap::KnownBase{}, base)};
 }
 __device__ __forceinline__ int tiles_of(const WorkItem& w) {
@@ -286,8 +286,9 @@ __device__ __forceinline__ void q_fragments(std::uint32_t (&qa)[kKSteps][4], std
 // with DecodeParams::kv_map), one item per CTA or walking: the stages complete on mbarriers instead
 // of cp.async groups (phase j / kStages over the CTA's whole tile sequence), and the next tile's
 // copy — the next item's first tiles too — goes out at the top of the tile. Q still arrives by
-// cp.async. kPages16: the kernel of caches of 16-row pages (Decoder).
-template <KvFormat F, bool kWalk, bool kOneTile, bool kEvictFirst, bool kTma = false, bool kPages16 = false>
+// cp.async. kSmallPages: the kernel of caches of pages of 1 or 16 rows (Decoder; page-table lines a
+// tile ahead into L1, perf-notes v147).
+template <KvFormat F, bool kWalk, bool kOneTile, bool kEvictFirst, bool kTma = false, bool kSmallPages = false>
 __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_constant__ DecodeParams p) {
   using T = Traits<F>;
   using Sh = TileShape<T::kTile>;
@@ -323,10 +324,13 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
     if ((!kOneTile || s == 0) && s < tiles_of(item)) {
-      decoder_at<F, kEvictFirst, kTma, kPages16>(p, base).copy_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
+      decoder_at<F, kEvictFirst, kTma, kSmallPages>(p, base).copy_tile(sm, s, item.kv_begin + s * kTile, item.kv_end);
     }
     cp_async_commit();
   }
+  // Paged: the first item's page table into L2 (a walking CTA's later items': as each item starts).
+  if constexpr (!kOneTile)
+    KvRowMap(p, KvRowMap::KnownBase{}, base).prefetch_pages(item.kv_begin, item.kv_end, threadIdx.x, kThreads);
   cp_async_wait<T::kStages - 2>();
   __syncthreads();  // Q (and, but for the TMA kernel, tile 0) landed
 
@@ -350,6 +354,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
     const WorkItem next = has_next ? p.items[item.next] : WorkItem{};
     const int next_tiles = has_next ? tiles_of(next) : 0;
     const std::int64_t next_base = has_next ? row_base_of(p, next) : 0;  // used from tile num_tiles − 2 on
+    if (has_next)
+      KvRowMap(p, KvRowMap::KnownBase{}, next_base).prefetch_pages(next.kv_begin, next.kv_end, threadIdx.x, kThreads);
     unsigned issued = 0;                                    // bit k: the next item's tile k went out under this item
     SoftmaxState<float> st = SoftmaxState<float>::empty();  // head sh
     float o[8][4];
@@ -375,9 +381,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       const bool load_next = !kOneTile && (own || (kWalk && k_next < next_tiles));
       if (kWalk && !own && load_next) issued |= 1u << k_next;
       const bool mine = !kWalk || own;  // the copy's tile: this item's tile `ahead`, or the next item's k_next
-      const Decoder<F, kEvictFirst, kTma, kPages16> dec =
-          decoder_at<F, kEvictFirst, kTma, kPages16>(p, mine ? base : next_base);
-      typename Decoder<F, kEvictFirst, kTma, kPages16>::Sources next_src{};
+      const Decoder<F, kEvictFirst, kTma, kSmallPages> dec =
+          decoder_at<F, kEvictFirst, kTma, kSmallPages>(p, mine ? base : next_base);
+      typename Decoder<F, kEvictFirst, kTma, kSmallPages>::Sources next_src{};
       const int next_stage = (j + T::kStages - 1) % T::kStages;
       if (load_next) {
         const int copy_t0 = mine ? item.kv_begin + ahead * kTile : next.kv_begin + k_next * kTile;
@@ -387,6 +393,13 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
         } else {  // the sources now, the copies below (after S's first steps)
           next_src = dec.sources(copy_t0, copy_end);
         }
+      }
+      // Small pages: the page-table lines of the tile after into L1 (this item's; the next item's
+      // first tiles look theirs up from L2). Not in the other kernels: the branch alone cost their
+      // contiguous calls 0.8 % at 256×8192 (perf-notes v147).
+      if (kSmallPages && !kOneTile && warp == 0 && ahead + 1 < num_tiles) {
+        KvRowMap(p, KvRowMap::KnownBase{}, base)
+            .prefetch_table_l1(item.kv_begin + (ahead + 1) * kTile, kTile, item.kv_end, lane);
       }
       std::uint8_t(*kv)[kPitch] = sm.raw[stage];  // the bf16 tile (its rope chunks then hold P)
 
@@ -432,7 +445,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       }
       // The next item's Q into L2 (one line per thread), for its loads under this item's epilogue.
       if (t == 0 && has_next && threadIdx.x < kQChunks / 8) {
-        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(q_chunks(p, next.request) + 8 * threadIdx.x));
+        prefetch_l2(q_chunks(p, next.request) + 8 * threadIdx.x);
       }
       cp_async_commit();  // tile j + 2's copies: one group per iteration
       __syncthreads();
@@ -566,8 +579,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
 #pragma unroll
     for (int k = 0; k < T::kStages - 1; ++k) {
       if (k < next_tiles && !((issued >> k) & 1u)) {
-        decoder_at<F, kEvictFirst, kTma, kPages16>(p, base).copy_tile(sm, (j + k) % T::kStages,
-                                                                      item.kv_begin + k * kTile, item.kv_end);
+        decoder_at<F, kEvictFirst, kTma, kSmallPages>(p, base).copy_tile(sm, (j + k) % T::kStages,
+                                                                         item.kv_begin + k * kTile, item.kv_end);
         if constexpr (!kTma) {  // (the TMA's copy completes on the stage's barrier: no drain)
           cp_async_commit();
           drain = true;
@@ -633,11 +646,11 @@ int max_active_decode_clusters(const DecodeKernel& k, int n) {
 
 // bf16's kernels: one item per CTA, walking several (kWalk), or one item of one tile (kOneTile); the
 // first two also with whole tiles by TMA (kTma); the KV copies under the evict-first policy or
-// without one; those without the TMA also for caches of 16-row pages (kPages16).
-template <bool kWalk, bool kOneTile = false, bool kTma = false, bool kPages16 = false>
+// without one; those without the TMA also for caches of pages of 1 or 16 rows (kSmallPages).
+template <bool kWalk, bool kOneTile = false, bool kTma = false, bool kSmallPages = false>
 DecodeKernel bf16_kernel_info(bool evict_first) {
-  return {evict_first ? decode_kernel<KvFormat::bf16, kWalk, kOneTile, true, kTma, kPages16>
-                      : decode_kernel<KvFormat::bf16, kWalk, kOneTile, false, kTma, kPages16>,
+  return {evict_first ? decode_kernel<KvFormat::bf16, kWalk, kOneTile, true, kTma, kSmallPages>
+                      : decode_kernel<KvFormat::bf16, kWalk, kOneTile, false, kTma, kSmallPages>,
           kThreads, kSmemBytes<kTma>, 1, kPartialsF16};
 }
 
@@ -645,24 +658,27 @@ using Variant = DecodeVariant;
 constexpr Variant kVariants[] = {Variant::general, Variant::walking, Variant::one_tile};
 
 // The kernel of `format` for variant v (fp8 and MXFP4 never walk: their general kernel) and the KV's
-// L2 policy; with `row_pairs`, the format's row-pair kernel; with `groups` (pages of 16 rows), bf16's
-// kernels of 16-row pages (not the TMA or pair kernels) and MXFP4's that load by groups of 16 rows.
+// L2 policy; with `row_pairs`, the format's row-pair kernel. page_rows (0: contiguous) picks bf16's
+// kernels of pages of 1 or 16 rows (not the TMA or pair kernels) and, for pages of 16, MXFP4's that
+// load by groups of 16 rows.
 DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, bool tma = false, bool row_pairs = false,
-                         bool groups = false) {
+                         int page_rows = 0) {
+  const bool small_pages = page_rows == 1 || page_rows == 16, groups = page_rows == 16;
   switch (format) {
     case KvFormat::bf16:
       if (row_pairs) return decode_bf16_pairs_kernel_info();  // general and one-tile alike, no L2 policy
       switch (v) {
         case Variant::general:
           if (tma) return bf16_kernel_info<false, false, true>(evict_first);
-          return groups ? bf16_kernel_info<false, false, false, true>(evict_first)
-                        : bf16_kernel_info<false>(evict_first);
+          return small_pages ? bf16_kernel_info<false, false, false, true>(evict_first)
+                             : bf16_kernel_info<false>(evict_first);
         case Variant::walking:
           if (tma) return bf16_kernel_info<true, false, true>(evict_first);
-          return groups ? bf16_kernel_info<true, false, false, true>(evict_first) : bf16_kernel_info<true>(evict_first);
+          return small_pages ? bf16_kernel_info<true, false, false, true>(evict_first)
+                             : bf16_kernel_info<true>(evict_first);
         case Variant::one_tile:
-          return groups ? bf16_kernel_info<false, true, false, true>(evict_first)
-                        : bf16_kernel_info<false, true>(evict_first);
+          return small_pages ? bf16_kernel_info<false, true, false, true>(evict_first)
+                             : bf16_kernel_info<false, true>(evict_first);
       }
       return bf16_kernel_info<false>(evict_first);
     case KvFormat::fp8:
@@ -716,17 +732,17 @@ bool decode_partials_f16(KvFormat format) {
 }
 
 cudaError_t prepare_decode(KvFormat format) {
-  // Every (variant, L2 policy, TMA, row pairs, 16-row pages) choice maps to one of a few kernels;
+  // Every (variant, L2 policy, TMA, row pairs, page rows) choice maps to one of a few kernels;
   // each is prepared once (plan() calls this on every plan, so repeats would cost plan time).
   void (*done[64])(DecodeParams) = {};
   int n_done = 0;
   for (Variant v : kVariants) {
-    for (bool evict_first : {false, true}) {   // fp8, MXFP4: walking = general
-      for (bool tma : {false, true}) {         // bf16's general and walking kernels, fp8's general one
-        for (bool pairs : {false, true}) {     // the row-pair kernels (not walking)
-          for (bool groups : {false, true}) {  // bf16's and MXFP4's kernels of 16-row pages
+    for (bool evict_first : {false, true}) {  // fp8, MXFP4: walking = general
+      for (bool tma : {false, true}) {        // bf16's general and walking kernels, fp8's general one
+        for (bool pairs : {false, true}) {    // the row-pair kernels (not walking)
+          for (int page_rows : {0, 1, 16}) {  // bf16's kernels of small pages, MXFP4's of 16-row pages
             if (pairs && (tma || v == Variant::walking || !decode_row_pairs(format, 2))) continue;
-            const DecodeKernel k = kernel_info(format, v, evict_first, tma, pairs, groups);
+            const DecodeKernel k = kernel_info(format, v, evict_first, tma, pairs, page_rows);
             if (std::find(done, done + n_done, k.entry) != done + n_done) continue;
             const cudaError_t e = prepare_decode_kernel(k);
             if (e != cudaSuccess) return e;
@@ -748,8 +764,8 @@ cudaError_t launch_decode(KvFormat format, const DecodeParams& p, cudaStream_t s
   if (pairs && (p.cluster != 0 || p.ctas != p.num_items)) return cudaErrorInvalidValue;
   if (p.rows_per_item != 1 && !pairs) return cudaErrorInvalidValue;
   const Variant v = decode_variant_of(format, p.ctas, p.num_items, p.max_item_tokens, p.rows_per_item);
-  const bool groups = p.page_table != nullptr && p.page_shift == 4;  // pages of 16 rows
-  return launch_decode_kernel(kernel_info(format, v, p.kv_evict_first, p.kv_tma, pairs, groups), p, stream);
+  const int page_rows = p.page_table != nullptr ? 1 << p.page_shift : 0;
+  return launch_decode_kernel(kernel_info(format, v, p.kv_evict_first, p.kv_tma, pairs, page_rows), p, stream);
 }
 
 }  // namespace mla::sm90

@@ -128,6 +128,7 @@ __global__ void __launch_bounds__(PT::kCtaThreads, 1) decode_bf16_pairs_kernel(c
   copy_boxes<0, PT::kBoxes>(sm, p, rows, item, num_tiles, 1);
   copy_boxes<0, PT::kHead>(sm, p, rows, item, num_tiles, 2);
   cp_async_commit();
+  rows.prefetch_pages(item.kv_begin, item.kv_end, int(threadIdx.x), int(blockDim.x));  // paged: into L2
 
   SoftmaxState<float> st[kI];
 #pragma unroll

@@ -477,6 +477,8 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
       copy(Part<2>{}, s, ts);
     }
   }
+  if constexpr (!kShort)
+    rows.prefetch_pages(item.kv_begin, item.kv_end, int(threadIdx.x), int(blockDim.x));  // paged: into L2
   store_q(sm, p, q_regs);  // Q's loads have been in flight since the start
 
   SoftmaxState<float> st[kI];

@@ -436,6 +436,9 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
   const int g = lane / 4;                                   // accumulator row group
   const QRegs q_regs = fetch_q(p, item.request);            // in flight while the first tile's loads go out
   const KvRowMap rows(p, item);
+  // Paged: the item's page table into L2 (not the kGroups kernels', which look a unit's page up a tile
+  // before its loads; in the pair kernel the loop moved ptxas to spill).
+  if constexpr (!kShort && !kGroups) rows.prefetch_pages(item.kv_begin, item.kv_end, int(threadIdx.x), int(blockDim.x));
   const int num_tiles = (item.kv_end - item.kv_begin + T::kCtaTile - 1) / T::kCtaTile;
   // The warpgroup's first token of tile t (its half of a row pair's tile).
   const auto wg_t0 = [&](int t) { return item.kv_begin + t * T::kCtaTile + kTile * wg; };

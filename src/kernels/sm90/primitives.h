@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/sm90/decode_params.h"
@@ -218,6 +219,16 @@ __device__ __forceinline__ WorkItem work_item(const DecodeParams& p, int i) {
   return i < p.num_param_items ? p.param_items[i] : p.items[i];
 }
 
+// The 128-byte line holding `ptr` into L2 (no registers written, nothing waited for).
+__device__ __forceinline__ void prefetch_l2(const void* ptr) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(ptr));
+}
+
+// The 128-byte line holding `ptr` into L1.
+__device__ __forceinline__ void prefetch_l1(const void* ptr) {
+  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(ptr));
+}
+
 // Logical token n of request b → its physical KV row (64-bit: the cache may exceed 2^31 bytes).
 struct KvRowMap {
   const DecodeParams& p;
@@ -255,6 +266,35 @@ struct KvRowMap {
   // list may start an item anywhere). Then row (*this)(t0) + i holds token t0 + i.
   __device__ bool one_run(int t0, int n) const {
     return p.page_table == nullptr || (t0 >> p.page_shift) == ((t0 + n - 1) >> p.page_shift);
+  }
+  // Paged: the page-table entries of tokens [begin, end) into L2, thread `tid` of `threads` taking
+  // every threads-th of their 128-byte lines (the first from the first entry on). The page table is
+  // as cold in L2 as the KV, and the kernels look a tile's pages up right before its copies: without
+  // this, tiles in new lines of the table (every tile in pages of 1 row) wait for DRAM (perf-notes
+  // v147). Nothing for a contiguous cache.
+  __device__ void prefetch_pages(int begin, int end, int tid, int threads) const {
+    if (p.page_table == nullptr || end <= begin) return;
+    const std::int32_t* first = p.page_table + page_base + (begin >> p.page_shift);
+    const std::int32_t* last = p.page_table + page_base + ((end - 1) >> p.page_shift);  // inclusive
+    for (const char* a = reinterpret_cast<const char*>(first) - (reinterpret_cast<std::uintptr_t>(first) & 127) +
+                         std::ptrdiff_t(128) * tid;
+         a <= reinterpret_cast<const char*>(last); a += std::ptrdiff_t(128) * threads) {
+      prefetch_l2(a < reinterpret_cast<const char*>(first) ? static_cast<const void*>(first) : a);
+    }
+  }
+  // Paged: the page-table lines of tokens [t0, min(t0 + n, end)) into L1, lane i the i-th line (at
+  // most 32 lines). A kernel calls it a tile before that tile's lookups: under a full DRAM stream an
+  // L1 miss waits behind the KV copies in flight, right before the copies it would address (perf-notes
+  // v147). Nothing for a contiguous cache.
+  __device__ void prefetch_table_l1(int t0, int n, int end, int lane) const {
+    if (p.page_table == nullptr || t0 >= end) return;
+    const std::int32_t* first = p.page_table + page_base + (t0 >> p.page_shift);
+    const std::int32_t* last = p.page_table + page_base + ((min(t0 + n, end) - 1) >> p.page_shift);  // inclusive
+    const char* a = reinterpret_cast<const char*>(first) - (reinterpret_cast<std::uintptr_t>(first) & 127) +
+                    std::ptrdiff_t(128) * lane;
+    if (a <= reinterpret_cast<const char*>(last)) {
+      prefetch_l1(a < reinterpret_cast<const char*>(first) ? static_cast<const void*>(first) : a);
+    }
   }
   // The row of token n of a tile starting at token t0, or, for n past `end`, token t0's row: a row
   // that exists, for copies of 0 bytes (or loads whose values are masked) at the tile's tail.
