@@ -42,6 +42,14 @@ TEST(Fp8Stage, KernelAddressesAreKvOffset) {
         for (int mt = 0; mt < 8; ++mt)
           EXPECT_EQ(v_offset(lane, warp, ks, mt), kv_offset(32 * ks + lane, 4 * mt + warp));
       }
+      // decode_fp8.cu's row-by-row copies: rows 16w + lane / 8 + 4i, chunks lane % 8 + 8q.
+      const int off0 = kv_offset(16 * warp + lane / 8, lane % 8);
+      for (int i = 0; i < 4; ++i) {
+        for (int q = 0; lane % 8 + 8 * q < kChunks; ++q) {
+          EXPECT_EQ(row_copy_offset(off0, i, q), kv_offset(16 * warp + lane / 8 + 4 * i, lane % 8 + 8 * q))
+              << warp << " " << lane << " " << i << " " << q;
+        }
+      }
     }
   }
 }

@@ -245,13 +245,22 @@ __device__ __forceinline__ void copy_tile(std::uint8_t* stage, std::uint64_t* fu
     constexpr int i0 = kPart, i1 = kPart == 2 ? 4 : kPart + 1;  // rows: a quarter, a quarter, a half
     constexpr int kChunks = T1::kRowBytes / 16;
     const int warp = int(tid / 32), lane = int(tid % 32);
+    // Without the TMA layout, chunk c = lane % 8 + 8q of row r = r0 + 4i (r0 = 16w + lane / 8) sits at
+    // kv_offset(r0, lane % 8) + 2304i + 128q, bit 5 flipped for odd i (f(r0 + 4i) = f(r0) ^ 2i): two
+    // registers and immediates, not a swizzle per copy (fp8_stage.h; tests/unit/test_fp8_stage.cpp).
 #pragma unroll
     for (int i = i0; i < i1; ++i) {
       const int r = 16 * warp + lane / 8 + 4 * i, bytes = (ts.valid >> i) & 1u ? 16 : 0;
 #pragma unroll
       for (int q = 0; q < (kChunks + 7) / 8; ++q) {
         const int c = lane % 8 + 8 * q;
-        if (c < kChunks) cp_async16(stage + kv_offset<kTma>(r, c), ts.src[i] + 128 * q, bytes);  // no policy: see above
+        if constexpr (kTma) {
+          if (c < kChunks)
+            cp_async16(stage + kv_offset<kTma>(r, c), ts.src[i] + 128 * q, bytes);  // no policy: see above
+        } else {
+          const int off0 = fp8_stage::kv_offset(16 * warp + lane / 8, lane % 8);
+          if (c < kChunks) cp_async16(stage + fp8_stage::row_copy_offset(off0, i, q), ts.src[i] + 128 * q, bytes);
+        }
       }
     }
   }

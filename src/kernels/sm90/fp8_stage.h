@@ -36,6 +36,13 @@ MLA_HD constexpr int kv_offset(int r, int c) {
 MLA_HD constexpr int dense_offset(int n) {
   return (16 * n) ^ (((n / (2 * kChunks)) & 3) << 4);
 }
+// A row-by-row copy (8 lanes a row, 4 rows of a warp at a time): chunk c0 + 8q (c0 < 8) of row
+// r0 + 4i (r0 % 4 < 4 rows of a 4-aligned block), given off0 = kv_offset(r0, c0) — f(r0 + 4i) =
+// f(r0) ^ 2·(i % 2) flips the chunk's bit 1, which is bit 5 of the offset (576r and 128q are multiples
+// of 64 and leave it alone).
+MLA_HD constexpr int row_copy_offset(int off0, int i, int q) {
+  return (off0 ^ (32 * (i & 1))) + 4 * kRowBytes * i + 128 * q;
+}
 // ldmatrix of the K fragments (S): lane's row 16w + lane % 8 + 8·((lane / 8) % 2), chunk k + lane / 16
 // for an even k — f(row) = (lane / 2) % 4, so the chunk is (k & ~3) + (((k & 2) | lane / 16) ^ f):
 // the offset from the row's start, two values per lane.
