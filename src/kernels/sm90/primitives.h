@@ -256,7 +256,18 @@ struct KvRowMap {
   }
   // Paged: operator() in two steps, so that the page-table load can go out early — token n's page, and
   // token n's row given that page.
-  __device__ int page_of(int n) const { return __ldg(p.page_table + page_base + (n >> p.page_shift)); }
+  __device__ int page_of(int n) const { return __ldg(entry_of(n)); }
+  // Paged: token n's page-table entry.
+  __device__ const std::int32_t* entry_of(int n) const { return p.page_table + page_base + (n >> p.page_shift); }
+  // Prefetches of the page table's 128-byte lines from entry e on: line_start(e) is where e's line
+  // starts, in_table(a, e) the address a prefetch of the line at `a` takes — e itself for e's own line,
+  // whose start may lie before the table.
+  static __device__ const char* line_start(const std::int32_t* e) {
+    return reinterpret_cast<const char*>(e) - (reinterpret_cast<std::uintptr_t>(e) & 127);
+  }
+  static __device__ const void* in_table(const char* a, const std::int32_t* e) {
+    return a < reinterpret_cast<const char*>(e) ? static_cast<const void*>(e) : a;
+  }
   __device__ std::int64_t row_in(int page, int n) const {
     return (std::int64_t(page) << p.page_shift) + (n & ((1 << p.page_shift) - 1));
   }
@@ -274,12 +285,10 @@ struct KvRowMap {
   // v147). Nothing for a contiguous cache.
   __device__ void prefetch_pages(int begin, int end, int tid, int threads) const {
     if (p.page_table == nullptr || end <= begin) return;
-    const std::int32_t* first = p.page_table + page_base + (begin >> p.page_shift);
-    const std::int32_t* last = p.page_table + page_base + ((end - 1) >> p.page_shift);  // inclusive
-    for (const char* a = reinterpret_cast<const char*>(first) - (reinterpret_cast<std::uintptr_t>(first) & 127) +
-                         std::ptrdiff_t(128) * tid;
-         a <= reinterpret_cast<const char*>(last); a += std::ptrdiff_t(128) * threads) {
-      prefetch_l2(a < reinterpret_cast<const char*>(first) ? static_cast<const void*>(first) : a);
+    const std::int32_t *first = entry_of(begin), *last = entry_of(end - 1);  // inclusive
+    for (const char* a = line_start(first) + std::ptrdiff_t(128) * tid; a <= reinterpret_cast<const char*>(last);
+         a += std::ptrdiff_t(128) * threads) {
+      prefetch_l2(in_table(a, first));
     }
   }
   // Paged: the page-table lines of tokens [t0, min(t0 + n, end)) into L1, lane i the i-th line (at
@@ -288,13 +297,9 @@ struct KvRowMap {
   // v147). Nothing for a contiguous cache.
   __device__ void prefetch_table_l1(int t0, int n, int end, int lane) const {
     if (p.page_table == nullptr || t0 >= end) return;
-    const std::int32_t* first = p.page_table + page_base + (t0 >> p.page_shift);
-    const std::int32_t* last = p.page_table + page_base + ((min(t0 + n, end) - 1) >> p.page_shift);  // inclusive
-    const char* a = reinterpret_cast<const char*>(first) - (reinterpret_cast<std::uintptr_t>(first) & 127) +
-                    std::ptrdiff_t(128) * lane;
-    if (a <= reinterpret_cast<const char*>(last)) {
-      prefetch_l1(a < reinterpret_cast<const char*>(first) ? static_cast<const void*>(first) : a);
-    }
+    const std::int32_t *first = entry_of(t0), *last = entry_of(min(t0 + n, end) - 1);  // inclusive
+    const char* a = line_start(first) + std::ptrdiff_t(128) * lane;
+    if (a <= reinterpret_cast<const char*>(last)) prefetch_l1(in_table(a, first));
   }
   // The row of token n of a tile starting at token t0, or, for n past `end`, token t0's row: a row
   // that exists, for copies of 0 bytes (or loads whose values are masked) at the tile's tail.
