@@ -855,12 +855,13 @@ TEST(GpuDecode, PlanWithListRunsTheGivenList) {
 // 16 rows that one warp loads on pages of 16 (fp8, MXFP4) two pages, so no copy may take one as a
 // single run of rows (KvRowMap::one_run), and bf16's 16-row-page kernels must take such tiles row by
 // row: every format, pages of 16 and 64 rows, the TMA kernels
-// forced on and off, and bf16's walking kernel.
+// forced on and off, and bf16's walking kernel. Pages of 1 row: items of 16 tiles that start and end
+// off tile boundaries in the kernels of 1-row pages (MXFP4's row table among them).
 TEST(GpuDecode, ListCutOffTileBoundariesOnPagedCaches) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   constexpr int kPiece = 1001;  // odd: the later pieces start at 1001 and 2002, off every 8-row boundary
   for (KvFormat f : kFormats) {
-    for (int page : {16, 64}) {
+    for (int page : {1, 16, 64}) {
       CaseSpec spec;
       spec.kv_lens.assign(12, 3000);
       spec.kv_lens[3] = 1000;  // one request whole: its tiles start on pages
@@ -1141,6 +1142,19 @@ TEST(GpuSanitizer, SmallSuite) {
     EXPECT_TRUE(r.cmp.ok()) << pairs.name() << ": " << r.cmp.summary();
     EXPECT_EQ(r.plan.cluster_size, 2) << describe(r.plan);
   }
+  // MXFP4's row tables (pages of 1 row) over items of several tiles: tile t + 2's table is written while
+  // tile t + 1's loads are in flight from the other buffer.
+  {
+    CaseSpec spec = CaseSpec::uniform(16, 4500, KvFormat::mxfp4);
+    spec.page_size = 1;
+    spec.dist = Distribution::peaked;
+    spec.spare_rows = 64;
+    spec.seed = 81;
+    GpuResult r;
+    ASSERT_NO_FATAL_FAILURE(run_case(spec, &r));
+    EXPECT_TRUE(r.cmp.ok()) << spec.name() << ": " << r.cmp.summary();
+    EXPECT_GE(r.plan.tokens_per_split, 4 * 64) << describe(r.plan);
+  }
   // A row-pair case (s_q 2, peaked inputs) against the reference; its plan takes row pairs.
   const auto run_pairs = [](CaseSpec spec, std::uint64_t seed, GpuResult* r) {
     spec.s_q = 2;
@@ -1291,6 +1305,7 @@ void expect_row_pairs_correct(KvFormat format, int seed) {
       {std::vector<std::int32_t>(64, 1024), 4, 0},     // two pairs per request, whole
       {testing::ragged_lengths(150, 9, 3000), 2, 64},  // ragged, paged
       {std::vector<std::int32_t>(300, 200), 2, 1},     // more pairs than a wave
+      {std::vector<std::int32_t>(64, 2000), 2, 1},     // pages of 1 row, items of many tiles (row tables)
       {std::vector<std::int32_t>(800, 20), 2, 0},      // items of one 128-token tile: the one-tile pair kernel
       {std::vector<std::int32_t>(700, 100), 2, 16},    // ... both warpgroups' halves, paged
   };

@@ -659,8 +659,8 @@ constexpr Variant kVariants[] = {Variant::general, Variant::walking, Variant::on
 
 // The kernel of `format` for variant v (fp8 and MXFP4 never walk: their general kernel) and the KV's
 // L2 policy; with `row_pairs`, the format's row-pair kernel. page_rows (0: contiguous) picks bf16's
-// kernels of pages of 1 or 16 rows (not the TMA or pair kernels) and, for pages of 16, MXFP4's that
-// load by groups of 16 rows.
+// kernels of pages of 1 or 16 rows (not the TMA or pair kernels), MXFP4's that load by groups of 16
+// rows (pages of 16) and MXFP4's that look a tile's rows up through shared memory (pages of 1).
 DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, bool tma = false, bool row_pairs = false,
                          int page_rows = 0) {
   const bool small_pages = page_rows == 1 || page_rows == 16, groups = page_rows == 16;
@@ -684,7 +684,7 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, b
     case KvFormat::fp8:
       return decode_fp8_kernel_info(v == Variant::one_tile, evict_first, tma, row_pairs);
     case KvFormat::mxfp4:
-      return decode_mxfp4_kernel_info(v == Variant::one_tile, evict_first, row_pairs, groups);
+      return decode_mxfp4_kernel_info(v == Variant::one_tile, evict_first, row_pairs, groups, page_rows == 1);
   }
   return bf16_kernel_info<false>(evict_first);
 }
@@ -740,7 +740,7 @@ cudaError_t prepare_decode(KvFormat format) {
     for (bool evict_first : {false, true}) {  // fp8, MXFP4: walking = general
       for (bool tma : {false, true}) {        // bf16's general and walking kernels, fp8's general one
         for (bool pairs : {false, true}) {    // the row-pair kernels (not walking)
-          for (int page_rows : {0, 1, 16}) {  // bf16's kernels of small pages, MXFP4's of 16-row pages
+          for (int page_rows : {0, 1, 16}) {  // bf16's kernels of small pages, MXFP4's of 1- and 16-row pages
             if (pairs && (tma || v == Variant::walking || !decode_row_pairs(format, 2))) continue;
             const DecodeKernel k = kernel_info(format, v, evict_first, tma, pairs, page_rows);
             if (std::find(done, done + n_done, k.entry) != done + n_done) continue;

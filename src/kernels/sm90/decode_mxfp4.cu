@@ -39,6 +39,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/bf16.h"
 #include "kernels/common/formats.h"
@@ -94,11 +95,22 @@ struct Smem {
   int rw[T::kCtaWarps];                                      // R_w of this tile per warp
   int last_key_nan;  // row pairs: the pair's last key has a NaN scale (store_factors; its one writer)
 };
+// kTable (the kernels of pages of 1 row, the header): the byte offsets of a warpgroup's 64 rows of the
+// tile whose loads go out next, written a barrier before those loads (row_table_store) and read once per
+// 16-byte chunk (load_raw_table); two buffers, for tiles of even and odd index.
 template <int kRows>
+struct SmemTable : Smem<kRows> {
+  std::int64_t row_off[2][kRows][kTile];  // [tile % 2][warpgroup][token of its 64] bytes into p.kv
+};
+template <int kRows, bool kTable>
+using SmemOf = std::conditional_t<kTable, SmemTable<kRows>, Smem<kRows>>;
+template <int kRows, bool kTable>
 constexpr bool smem_fits() {
-  return Traits<kRows>::kCtasPerSm * (sizeof(Smem<kRows>) + 1024) <= 228 * 1024 && sizeof(Smem<kRows>) <= 227 * 1024;
+  return Traits<kRows>::kCtasPerSm * (sizeof(SmemOf<kRows, kTable>) + 1024) <= 228 * 1024 &&
+         sizeof(SmemOf<kRows, kTable>) <= 227 * 1024;
 }
-static_assert(smem_fits<1>() && smem_fits<2>(), "MXFP4: kCtasPerSm CTAs must fit one SM's shared memory");
+static_assert(smem_fits<1, false>() && smem_fits<2, false>() && smem_fits<1, true>() && smem_fits<2, true>(),
+              "MXFP4: kCtasPerSm CTAs must fit one SM's shared memory");
 static_assert(sizeof(Smem<1>::vt) >= sizeof(ClusterExchange), "cluster mode: the exchange fits in Vt");
 static_assert(sizeof(Smem<2>::vt) >= sizeof(ClusterExchange), "a row pair's epilogue scratch fits in Vt");
 static_assert(T1::kCtasPerSm <= kMaxDecodeCtasPerSm, "the workspace is sized for kMaxDecodeCtasPerSm CTAs per SM");
@@ -222,6 +234,35 @@ __device__ __forceinline__ RawRegs load_raw(const DecodeParams& p, const KvRowMa
     }
   }
   return r;
+}
+// kTable: a whole tile's loads (LoadUnit<false>'s order) through the row table, one shared-memory load
+// per chunk where load_raw's row path looks each chunk's page up (perf-notes v149).
+template <bool kEvictFirst>
+__device__ __forceinline__ RawRegs load_raw_table(const DecodeParams& p, const std::int64_t (&row_off)[kTile],
+                                                  unsigned tid) {
+  RawRegs r;
+#pragma unroll
+  for (int i = 0; i < kRawPerThread; ++i) {
+    const int idx = LoadUnit<false>::index(i, tid), row = idx / T1::kChunks, chunk = idx % T1::kChunks;
+    r.x[i] = ldg_kv16<kEvictFirst>(p.kv + row_off[row] + chunk * 16);
+  }
+  return r;
+}
+// kTable: thread tid < 64 of a warpgroup owns token tid of the warpgroup's 64 of a tile (t0 its first,
+// `first` the CTA tile's): the token, or for tokens past `end` token `first` (whose row exists, as in
+// load_raw's row path). row_table_page looks its page up a tile ahead; row_table_store stores its row's
+// byte offset.
+__device__ __forceinline__ int row_table_token(int t0, int first, int end, unsigned tid) {
+  const int n = t0 + int(tid);
+  return n < end ? n : first;
+}
+__device__ __forceinline__ int row_table_page(const KvRowMap& rows, int t0, int first, int end, unsigned tid) {
+  return rows.page_of(row_table_token(t0, first, end, tid));
+}
+__device__ __forceinline__ void row_table_store(std::int64_t (&row_off)[kTile], const DecodeParams& p,
+                                                const KvRowMap& rows, int page, int t0, int first, int end,
+                                                unsigned tid) {
+  row_off[tid] = rows.row_in(page, row_table_token(t0, first, end, tid)) * p.kv_row_stride;
 }
 template <bool kGroups>
 __device__ __forceinline__ void store_raw(std::uint8_t (&kv)[kTile][T1::kRowBytes], const RawRegs& r, unsigned tid) {
@@ -420,13 +461,15 @@ __device__ __forceinline__ void k_convert(Smem<kRows>& sm, int k0, const KLoad& 
 // kShort: every item has at most one tile (launch_decode checks DecodeParams::max_item_tokens): no
 // next tile's loads, stores or head start in the kernel (perf-notes v77). kRows: 1, or 2 for row
 // pairs (the header). kGroups: the raw tile loads by groups of 16 rows (pages of 16 rows: LoadUnit).
-template <bool kShort, bool kEvictFirst, int kRows, bool kGroups>
+// kTable: tiles after the first load through the row table (pages of 1 row: SmemTable).
+template <bool kShort, bool kEvictFirst, int kRows, bool kGroups, bool kTable>
 __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCtasPerSm)
     decode_mxfp4_kernel(const __grid_constant__ DecodeParams p) {
   using T = Traits<kRows>;
+  static_assert(!kTable || !(kShort || kGroups), "the row table serves tiles after the first, loaded whole");
   constexpr int kI = 4 * kRows;  // columns of Sᵀ / Oᵀ per thread (acc_head)
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
-  Smem<kRows>& sm = *reinterpret_cast<Smem<kRows>*>(smem_raw);
+  SmemOf<kRows, kTable>& sm = *reinterpret_cast<SmemOf<kRows, kTable>*>(smem_raw);
   launch_dependents();  // the combine grid's launch latency hides behind this kernel
 
   const WorkItem item = work_item(p, int(blockIdx.x));
@@ -449,12 +492,37 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
   // exist.)
   RawRegs raw{}, raw_next{};
   ScaleRegs<kRows> scales{}, scales_next{};
-  // unit_page of the tile whose loads go out next (tile 1's, then in the loop tile t + 2's).
+  // unit_page of the tile whose loads go out next (tile 1's, then in the loop tile t + 2's); with kTable
+  // the page of the thread's token of the tile whose row table is stored next (threads < 64).
   int page_next = -1;
+  // kTable: the row table of tile u ≥ 1, from page_next (a barrier before tile u's loads).
+  const auto table_store = [&](int u) {
+    if constexpr (kTable) {
+      if (tid < kTile)
+        row_table_store(sm.row_off[u % 2][wg], p, rows, page_next, wg_t0(u), cta_t0(u), item.kv_end, tid);
+    }
+  };
+  const auto table_page = [&](int u) {
+    if (tid < kTile) page_next = row_table_page(rows, wg_t0(u), cta_t0(u), item.kv_end, tid);
+  };
+  // kTable: tile u ≥ 1's loads through its row table (u ≥ 2: in the loop), and the lookups of the next.
+  const auto table_load = [&](int u) {
+    if constexpr (kTable) {
+      raw_next = load_raw_table<kEvictFirst>(p, sm.row_off[u % 2][wg], tid);
+      scales_next = load_scales<kEvictFirst, kRows, false>(p, rows, -1, wg_t0(u), cta_t0(u), item.kv_end, tid);
+      if (u + 1 < num_tiles) table_page(u + 1);
+    }
+  };
   if (num_tiles > 0) {
     const std::int64_t base =
         unit_row<kGroups>(p, rows, unit_page<kGroups>(p, rows, wg_t0(0), item.kv_end, tid), wg_t0(0), item.kv_end, tid);
-    if (!kShort && num_tiles > 1) page_next = unit_page<kGroups>(p, rows, wg_t0(1), item.kv_end, tid);
+    if (!kShort && num_tiles > 1) {
+      if constexpr (kTable) {
+        table_page(1);
+      } else {
+        page_next = unit_page<kGroups>(p, rows, wg_t0(1), item.kv_end, tid);
+      }
+    }
     raw = load_raw<kEvictFirst, kGroups>(p, rows, base, wg_t0(0), cta_t0(0), item.kv_end, tid);
     scales = load_scales<kEvictFirst, kRows, kGroups>(p, rows, base, wg_t0(0), cta_t0(0), item.kv_end, tid);
   }
@@ -465,13 +533,18 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
     store_raw<kGroups>(sm.kv[wg], raw, tid);
     r_w_next = store_factors(sm.fac2[wg], scales, wg_t0(0), item.kv_end, tid, item.pair_end, &sm.last_key_nan);
   }
+  if (!kShort && num_tiles > 1) table_store(1);
   fence_proxy_async();  // Q stores (generic proxy) → wgmma reads (async proxy)
-  __syncthreads();      // Q and tile 0 stored
+  __syncthreads();      // Q and tile 0 stored (and tile 1's row table)
   if (!kShort && num_tiles > 1) {
-    const std::int64_t base = unit_row<kGroups>(p, rows, page_next, wg_t0(1), item.kv_end, tid);
-    raw_next = load_raw<kEvictFirst, kGroups>(p, rows, base, wg_t0(1), cta_t0(1), item.kv_end, tid);
-    scales_next = load_scales<kEvictFirst, kRows, kGroups>(p, rows, base, wg_t0(1), cta_t0(1), item.kv_end, tid);
-    if (num_tiles > 2) page_next = unit_page<kGroups>(p, rows, wg_t0(2), item.kv_end, tid);
+    if constexpr (kTable) {
+      table_load(1);
+    } else {
+      const std::int64_t base = unit_row<kGroups>(p, rows, page_next, wg_t0(1), item.kv_end, tid);
+      raw_next = load_raw<kEvictFirst, kGroups>(p, rows, base, wg_t0(1), cta_t0(1), item.kv_end, tid);
+      scales_next = load_scales<kEvictFirst, kRows, kGroups>(p, rows, base, wg_t0(1), cta_t0(1), item.kv_end, tid);
+      if (num_tiles > 2) page_next = unit_page<kGroups>(p, rows, wg_t0(2), item.kv_end, tid);
+    }
   }
 
   SoftmaxState<float> st[kI];
@@ -592,6 +665,8 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
       r_w_next = store_factors(sm.fac2[wg], scales_next, wg_t0(t + 1), item.kv_end, tid, item.pair_end,
                                &sm.last_key_nan);  // S(t) has read fac2
     }
+    // Tile t + 2's row table (its buffer's last reader, tile t's loads, went out two iterations ago).
+    if (!kShort && t + 2 < num_tiles) table_store(t + 2);
 
     // A = the largest R_w seen so far (never decreasing, so O only ever shrinks by 2^(A − A'));
     // Oᵀ is kept in units of 2^(A − 127).
@@ -657,11 +732,15 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
     wgmma_commit();
     // Tile t + 2's loads go out here, after the P barrier's fence (which would wait for them).
     if (!kShort && t + 2 < num_tiles) {
-      const std::int64_t base = unit_row<kGroups>(p, rows, page_next, wg_t0(t + 2), item.kv_end, tid);
-      raw_next = load_raw<kEvictFirst, kGroups>(p, rows, base, wg_t0(t + 2), cta_t0(t + 2), item.kv_end, tid);
-      scales_next =
-          load_scales<kEvictFirst, kRows, kGroups>(p, rows, base, wg_t0(t + 2), cta_t0(t + 2), item.kv_end, tid);
-      if (t + 3 < num_tiles) page_next = unit_page<kGroups>(p, rows, wg_t0(t + 3), item.kv_end, tid);  // a tile ahead
+      if constexpr (kTable) {
+        table_load(t + 2);
+      } else {
+        const std::int64_t base = unit_row<kGroups>(p, rows, page_next, wg_t0(t + 2), item.kv_end, tid);
+        raw_next = load_raw<kEvictFirst, kGroups>(p, rows, base, wg_t0(t + 2), cta_t0(t + 2), item.kv_end, tid);
+        scales_next =
+            load_scales<kEvictFirst, kRows, kGroups>(p, rows, base, wg_t0(t + 2), cta_t0(t + 2), item.kv_end, tid);
+        if (t + 3 < num_tiles) page_next = unit_page<kGroups>(p, rows, wg_t0(t + 3), item.kv_end, tid);  // a tile ahead
+      }
     }
     // Under P·V: the next tile's rope batch of S (it touches neither Vt, P nor O). The short kernel
     // has no next tile, and no group on stale registers for the epilogue's wait.
@@ -696,22 +775,28 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
 
 }  // namespace
 
-DecodeKernel decode_mxfp4_kernel_info(bool short_items, bool evict_first, bool row_pairs, bool groups) {
+// Page tables of 1 row (`table`) take the row-table kernels, except for one-tile items, whose kernel
+// loads no tile after its first.
+DecodeKernel decode_mxfp4_kernel_info(bool short_items, bool evict_first, bool row_pairs, bool groups, bool table) {
   void (*const entry[2][2][2][2])(DecodeParams) = {
-      {{{decode_mxfp4_kernel<false, false, 1, false>, decode_mxfp4_kernel<false, true, 1, false>},
-        {decode_mxfp4_kernel<true, false, 1, false>, decode_mxfp4_kernel<true, true, 1, false>}},
-       {{decode_mxfp4_kernel<false, false, 2, false>, decode_mxfp4_kernel<false, true, 2, false>},
-        {decode_mxfp4_kernel<true, false, 2, false>, decode_mxfp4_kernel<true, true, 2, false>}}},
-      {{{decode_mxfp4_kernel<false, false, 1, true>, decode_mxfp4_kernel<false, true, 1, true>},
-        {decode_mxfp4_kernel<true, false, 1, true>, decode_mxfp4_kernel<true, true, 1, true>}},
-       {{decode_mxfp4_kernel<false, false, 2, true>, decode_mxfp4_kernel<false, true, 2, true>},
-        {decode_mxfp4_kernel<true, false, 2, true>, decode_mxfp4_kernel<true, true, 2, true>}}}};
-  if (row_pairs) {
-    return {entry[groups][1][short_items][evict_first], Traits<2>::kCtaThreads, sizeof(Smem<2>), Traits<2>::kCtasPerSm,
-            kPartialsF16};
-  }
-  return {entry[groups][0][short_items][evict_first], Traits<1>::kCtaThreads, sizeof(Smem<1>), Traits<1>::kCtasPerSm,
-          kPartialsF16};
+      {{{decode_mxfp4_kernel<false, false, 1, false, false>, decode_mxfp4_kernel<false, true, 1, false, false>},
+        {decode_mxfp4_kernel<true, false, 1, false, false>, decode_mxfp4_kernel<true, true, 1, false, false>}},
+       {{decode_mxfp4_kernel<false, false, 2, false, false>, decode_mxfp4_kernel<false, true, 2, false, false>},
+        {decode_mxfp4_kernel<true, false, 2, false, false>, decode_mxfp4_kernel<true, true, 2, false, false>}}},
+      {{{decode_mxfp4_kernel<false, false, 1, true, false>, decode_mxfp4_kernel<false, true, 1, true, false>},
+        {decode_mxfp4_kernel<true, false, 1, true, false>, decode_mxfp4_kernel<true, true, 1, true, false>}},
+       {{decode_mxfp4_kernel<false, false, 2, true, false>, decode_mxfp4_kernel<false, true, 2, true, false>},
+        {decode_mxfp4_kernel<true, false, 2, true, false>, decode_mxfp4_kernel<true, true, 2, true, false>}}}};
+  void (*const table_entry[2][2])(DecodeParams) = {
+      {decode_mxfp4_kernel<false, false, 1, false, true>, decode_mxfp4_kernel<false, true, 1, false, true>},
+      {decode_mxfp4_kernel<false, false, 2, false, true>, decode_mxfp4_kernel<false, true, 2, false, true>}};
+  const bool use_table = table && !short_items && !groups;
+  const auto info = [&]<int kRows>() -> DecodeKernel {
+    return {use_table ? table_entry[kRows - 1][evict_first] : entry[groups][kRows - 1][short_items][evict_first],
+            Traits<kRows>::kCtaThreads, use_table ? sizeof(SmemTable<kRows>) : sizeof(Smem<kRows>),
+            Traits<kRows>::kCtasPerSm, kPartialsF16};
+  };
+  return row_pairs ? info.template operator()<2>() : info.template operator()<1>();
 }
 
 }  // namespace mla::sm90

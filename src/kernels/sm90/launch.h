@@ -47,8 +47,9 @@ struct DecodeKernel {
 // items and row pairs); with `row_pairs`, the row-pair kernel (two warpgroups, 128-token tiles).
 DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first, bool tma, bool row_pairs);
 // MXFP4's with `groups`: the kernel of pages of 16 rows, whose warps load groups of 16 rows (one page
-// each) rather than the warpgroup whole tiles (decode_mxfp4.cu, LoadUnit).
-DecodeKernel decode_mxfp4_kernel_info(bool short_items, bool evict_first, bool row_pairs, bool groups);
+// each) rather than the warpgroup whole tiles (decode_mxfp4.cu, LoadUnit); with `table` (pages of 1
+// row), the kernel that looks a tile's rows up once into shared memory (SmemTable).
+DecodeKernel decode_mxfp4_kernel_info(bool short_items, bool evict_first, bool row_pairs, bool groups, bool table);
 // bf16's row-pair kernel (decode_bf16_pairs.cu): two warpgroups, one CTA per item; its KV copies
 // take no L2 policy (has_evict_first_kernel).
 DecodeKernel decode_bf16_pairs_kernel_info();
