@@ -1142,10 +1142,10 @@ TEST(GpuSanitizer, SmallSuite) {
     EXPECT_TRUE(r.cmp.ok()) << pairs.name() << ": " << r.cmp.summary();
     EXPECT_EQ(r.plan.cluster_size, 2) << describe(r.plan);
   }
-  // MXFP4's row tables (pages of 1 row) over items of several tiles: tile t + 2's table is written while
-  // tile t + 1's loads are in flight from the other buffer.
-  {
-    CaseSpec spec = CaseSpec::uniform(16, 4500, KvFormat::mxfp4);
+  // fp8's and MXFP4's row tables (pages of 1 row) over items of several tiles: tile t + 2's table is
+  // written while tile t + 1's copies or loads are in flight from the other buffer.
+  for (KvFormat f : {KvFormat::mxfp4, KvFormat::fp8}) {
+    CaseSpec spec = CaseSpec::uniform(16, 4500, f);
     spec.page_size = 1;
     spec.dist = Distribution::peaked;
     spec.spare_rows = 64;

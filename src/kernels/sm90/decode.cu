@@ -682,7 +682,7 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, b
       }
       return bf16_kernel_info<false>(evict_first);
     case KvFormat::fp8:
-      return decode_fp8_kernel_info(v == Variant::one_tile, evict_first, tma, row_pairs);
+      return decode_fp8_kernel_info(v == Variant::one_tile, evict_first, tma, row_pairs, page_rows == 1);
     case KvFormat::mxfp4:
       return decode_mxfp4_kernel_info(v == Variant::one_tile, evict_first, row_pairs, groups, page_rows == 1);
   }

@@ -9,7 +9,9 @@
 // issued at the top of the tile before S (perf-notes v113, v114).
 // Warp w owns tokens 16w..16w+15 of a tile (its 16 rows of every wgmma M = 64) and copies them: a
 // group of 16 rows in one run (contiguous, or pages of ≥ 16 rows) as 16-byte pieces 576w + lane + 32k
-// of the tile, else row by row.
+// of the tile, else row by row. Pages of 1 row run a kernel of their own (kTable): from tile 1 on, the
+// rows' byte offsets come from a table in shared memory that threads 0..63 fill a tile ahead, one
+// page-table lookup each (SmemTable), instead of four lookups per thread at the copies.
 //
 //   Sᵀ = K·Qᵀ    wgmma m64n16k16, fp32 accumulation, A = K in registers from an ldmatrix of the raw
 //                tile, one exact cvt.f16x2.e4m3x2 per pair; B = Q·2^e in fp16 (exact) in shared
@@ -93,13 +95,24 @@ struct Smem {
   float logit_scale[T::kCols];                   // per column (× 2^-e)
   std::uint64_t full[T::kStages][kRows];  // stage s, warpgroup g's half holds tile t (t ≡ s): phase t / kStages
 };
+// kTable (the kernels of pages of 1 row): the byte offsets of a warpgroup's 64 rows of the tile whose
+// copies go out next, written in the iteration before (KvRowMap::table_offset) and read by
+// tile_source_table; two buffers, for tiles of even and odd index.
+template <int kRows>
+struct SmemTable : Smem<kRows> {
+  std::int64_t row_off[2][kRows][kTile];  // [tile % 2][warpgroup][token of its 64] bytes into p.kv
+};
+template <int kRows, bool kTable>
+using SmemOf = std::conditional_t<kTable, SmemTable<kRows>, Smem<kRows>>;
 // The TMA kernel (one row) asks for kSwizzleAlign more and aligns the stages to it (the 128-byte
 // swizzle follows address bits 7..9).
-template <int kRows, bool kTma>
-constexpr std::size_t kSmemBytes = sizeof(Smem<kRows>) + (kTma ? kSwizzleAlign : 0);
+template <int kRows, bool kTma, bool kTable = false>
+constexpr std::size_t kSmemBytes = sizeof(SmemOf<kRows, kTable>) + (kTma ? kSwizzleAlign : 0);
 static_assert(T1::kCtasPerSm * (kSmemBytes<1, true> + 1024) <= 228 * 1024,
               "fp8: kCtasPerSm CTAs must fit one SM's shared memory");
-static_assert(kSmemBytes<2, false> + 1024 <= 228 * 1024 && kSmemBytes<2, false> <= 227 * 1024,
+static_assert(T1::kCtasPerSm * (kSmemBytes<1, false, true> + 1024) <= 228 * 1024,
+              "fp8 (row tables): kCtasPerSm CTAs must fit one SM's shared memory");
+static_assert(kSmemBytes<2, false, true> + 1024 <= 228 * 1024 && kSmemBytes<2, false, true> <= 227 * 1024,
               "fp8 row pairs: one CTA must fit one SM's shared memory");
 static_assert(offsetof(Smem<1>, kv) == 0 && sizeof(Smem<1>::kv[0]) % kSwizzleAlign == 0,
               "aligning the Smem aligns every stage");
@@ -219,6 +232,21 @@ __device__ __forceinline__ TileSource tile_source(const DecodeParams& p, const K
     const int n = n0 + 4 * i;
     ts.valid |= (n < end ? 1u : 0u) << i;
     ts.src[i] = p.kv + rows.row_or_first(n, first, end) * p.kv_row_stride + (lane % 8) * 16;
+  }
+  return ts;
+}
+// kTable: a tile's sources row by row from its row table (`row_off`, the warpgroup's 64 rows) rather
+// than four page-table lookups per thread (perf-notes v150).
+__device__ __forceinline__ TileSource tile_source_table(const DecodeParams& p, const std::int64_t (&row_off)[kTile],
+                                                        int t0, int end, unsigned tid) {
+  TileSource ts{};
+  ts.pair = -1;
+  const int r0 = kGroupRows * int(tid / 32) + int(tid % 32) / 8;  // row i: r0 + 4i
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = r0 + 4 * i;
+    ts.valid |= (t0 + r < end ? 1u : 0u) << i;
+    ts.src[i] = p.kv + row_off[r] + (tid % 8) * 16;
   }
   return ts;
 }
@@ -445,15 +473,20 @@ template <int N>
 using Part = std::integral_constant<int, N>;  // copy_tile's part, as a value
 static_assert(kShortItemTokens == (T1::kStages - 1) * kTile && 2 * kShortItemTokens == Traits<2>::kCtaTile,
               "short items: the tiles the prologue copies (a row pair's: one 128-token tile)");
-template <bool kShort, bool kEvictFirst, bool kTma, int kRows>
+// kTable: tiles after the first copied through row tables (pages of 1 row: SmemTable).
+template <bool kShort, bool kEvictFirst, bool kTma, int kRows, bool kTable>
 __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCtasPerSm)
     decode_fp8_kernel(const __grid_constant__ DecodeParams p) {
   static_assert(!(kShort && kTma), "the one-tile kernel copies its tile by cp.async");
   static_assert(!(kRows == 2 && kTma), "row pairs copy by cp.async");
+  static_assert(!kTable || !(kShort || kTma), "row tables serve the tiles after the first, copied by cp.async");
   using T = Traits<kRows>;
+  static_assert(!kTable || T::kStages == 2,
+                "row tables: tile t + 2's lookups in iteration t, its table a barrier ahead");
   constexpr int kI = 4 * kRows;  // columns of Sᵀ / Oᵀ per thread (acc_head)
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
-  Smem<kRows>& sm = *reinterpret_cast<Smem<kRows>*>(smem_raw + (kTma ? swizzle_align_bytes(smem_raw) : 0));
+  SmemOf<kRows, kTable>& sm =
+      *reinterpret_cast<SmemOf<kRows, kTable>*>(smem_raw + (kTma ? swizzle_align_bytes(smem_raw) : 0));
   launch_dependents();  // the combine grid's launch latency hides behind this kernel
 
   const WorkItem item = work_item(p, int(blockIdx.x));
@@ -488,7 +521,21 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
   }
   if constexpr (!kShort)
     rows.prefetch_pages(item.kv_begin, item.kv_end, int(threadIdx.x), int(blockDim.x));  // paged: into L2
-  store_q(sm, p, q_regs);  // Q's loads have been in flight since the start
+  // kTable: the page of the thread's token (threads < 64) of the tile whose row table is stored next,
+  // looked up an iteration before the store (tile 1's here, then tile t + 2's in iteration t).
+  int page_next = 0;
+  const auto table_page = [&](int u) {
+    if (tid < kTile) page_next = rows.table_page(wg_t0(u), cta_t0(u), item.kv_end, int(tid));
+  };
+  const auto table_store = [&](int u) {
+    if constexpr (kTable) {
+      if (tid < kTile)
+        sm.row_off[u % 2][wg][tid] = rows.table_offset(page_next, wg_t0(u), cta_t0(u), item.kv_end, int(tid));
+    }
+  };
+  if (kTable && num_tiles > 1) table_page(1);
+  store_q(sm, p, q_regs);                       // Q's loads have been in flight since the start
+  if (kTable && num_tiles > 1) table_store(1);  // before the first iteration's barrier
 
   SoftmaxState<float> st[kI];
 #pragma unroll
@@ -524,7 +571,13 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
     const int next = t + T::kStages - 1;
     const bool load_next = !kShort && next < num_tiles;
     TileSource next_src{};  // resolved now, copied among the S batches
-    if (load_next) next_src = source(next);
+    if constexpr (kTable) {
+      static_assert(T::kStages == 2, "next = t + 1");
+      if (load_next) next_src = tile_source_table(p, sm.row_off[next % 2][wg], wg_t0(next), item.kv_end, tid);
+      if (next + 1 < num_tiles) table_page(next + 1);  // stored at the end of this iteration
+    } else {
+      if (load_next) next_src = source(next);
+    }
     // A tile by TMA is one instruction of thread 0: it goes out here, a K batch earlier than the
     // cp.async parts (the CTA barrier above freed the stage).
     const bool early = kTma && load_next && next_src.pair >= 0;
@@ -645,6 +698,9 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
     }
     fence_proxy_async();
     __syncthreads();  // P complete
+    // kTable: tile t + 2's row table (its buffer's last reader, tile t's sources, went before the top
+    // barrier of this iteration; its readers come after the next one).
+    if (kTable && t + 2 < num_tiles) table_store(t + 2);
 
     // Oᵀ = f·Oᵀ + Vᵀ·Pᵀ, two groups in flight: a group's Vᵀ fragments come from the raw tile while
     // the group before runs. fp8 wgmma accumulates in ~14 bits, so each group's product (64 tokens)
@@ -704,21 +760,33 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
 
 }  // namespace
 
-DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first, bool tma, bool row_pairs) {
+// Page tables of 1 row (`table`) take the row-table kernels of cp.async items of more than one tile.
+DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first, bool tma, bool row_pairs, bool table) {
   if (row_pairs) {  // (cp.async only)
+    if (table && !short_items) {
+      return {evict_first ? decode_fp8_kernel<false, true, false, 2, true>
+                          : decode_fp8_kernel<false, false, false, 2, true>,
+              Traits<2>::kCtaThreads, kSmemBytes<2, false, true>, Traits<2>::kCtasPerSm, kPartialsF16};
+    }
     void (*const entry[2][2])(DecodeParams) = {
-        {decode_fp8_kernel<false, false, false, 2>, decode_fp8_kernel<false, true, false, 2>},
-        {decode_fp8_kernel<true, false, false, 2>, decode_fp8_kernel<true, true, false, 2>}};
+        {decode_fp8_kernel<false, false, false, 2, false>, decode_fp8_kernel<false, true, false, 2, false>},
+        {decode_fp8_kernel<true, false, false, 2, false>, decode_fp8_kernel<true, true, false, 2, false>}};
     return {entry[short_items][evict_first], Traits<2>::kCtaThreads, kSmemBytes<2, false>, Traits<2>::kCtasPerSm,
             kPartialsF16};
   }
   if (tma && !short_items) {
-    return {evict_first ? decode_fp8_kernel<false, true, true, 1> : decode_fp8_kernel<false, false, true, 1>, kThreads,
-            kSmemBytes<1, true>, T1::kCtasPerSm, kPartialsF16};
+    return {
+        evict_first ? decode_fp8_kernel<false, true, true, 1, false> : decode_fp8_kernel<false, false, true, 1, false>,
+        kThreads, kSmemBytes<1, true>, T1::kCtasPerSm, kPartialsF16};
+  }
+  if (table && !short_items) {
+    return {
+        evict_first ? decode_fp8_kernel<false, true, false, 1, true> : decode_fp8_kernel<false, false, false, 1, true>,
+        kThreads, kSmemBytes<1, false, true>, T1::kCtasPerSm, kPartialsF16};
   }
   void (*const entry[2][2])(DecodeParams) = {
-      {decode_fp8_kernel<false, false, false, 1>, decode_fp8_kernel<false, true, false, 1>},
-      {decode_fp8_kernel<true, false, false, 1>, decode_fp8_kernel<true, true, false, 1>}};
+      {decode_fp8_kernel<false, false, false, 1, false>, decode_fp8_kernel<false, true, false, 1, false>},
+      {decode_fp8_kernel<true, false, false, 1, false>, decode_fp8_kernel<true, true, false, 1, false>}};
   return {entry[short_items][evict_first], kThreads, kSmemBytes<1, false>, T1::kCtasPerSm, kPartialsF16};
 }
 

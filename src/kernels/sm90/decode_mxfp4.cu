@@ -96,7 +96,7 @@ struct Smem {
   int last_key_nan;  // row pairs: the pair's last key has a NaN scale (store_factors; its one writer)
 };
 // kTable (the kernels of pages of 1 row, the header): the byte offsets of a warpgroup's 64 rows of the
-// tile whose loads go out next, written a barrier before those loads (row_table_store) and read once per
+// tile whose loads go out next, written a barrier before those loads (KvRowMap::table_offset) and read once per
 // 16-byte chunk (load_raw_table); two buffers, for tiles of even and odd index.
 template <int kRows>
 struct SmemTable : Smem<kRows> {
@@ -247,22 +247,6 @@ __device__ __forceinline__ RawRegs load_raw_table(const DecodeParams& p, const s
     r.x[i] = ldg_kv16<kEvictFirst>(p.kv + row_off[row] + chunk * 16);
   }
   return r;
-}
-// kTable: thread tid < 64 of a warpgroup owns token tid of the warpgroup's 64 of a tile (t0 its first,
-// `first` the CTA tile's): the token, or for tokens past `end` token `first` (whose row exists, as in
-// load_raw's row path). row_table_page looks its page up a tile ahead; row_table_store stores its row's
-// byte offset.
-__device__ __forceinline__ int row_table_token(int t0, int first, int end, unsigned tid) {
-  const int n = t0 + int(tid);
-  return n < end ? n : first;
-}
-__device__ __forceinline__ int row_table_page(const KvRowMap& rows, int t0, int first, int end, unsigned tid) {
-  return rows.page_of(row_table_token(t0, first, end, tid));
-}
-__device__ __forceinline__ void row_table_store(std::int64_t (&row_off)[kTile], const DecodeParams& p,
-                                                const KvRowMap& rows, int page, int t0, int first, int end,
-                                                unsigned tid) {
-  row_off[tid] = rows.row_in(page, row_table_token(t0, first, end, tid)) * p.kv_row_stride;
 }
 template <bool kGroups>
 __device__ __forceinline__ void store_raw(std::uint8_t (&kv)[kTile][T1::kRowBytes], const RawRegs& r, unsigned tid) {
@@ -499,11 +483,11 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
   const auto table_store = [&](int u) {
     if constexpr (kTable) {
       if (tid < kTile)
-        row_table_store(sm.row_off[u % 2][wg], p, rows, page_next, wg_t0(u), cta_t0(u), item.kv_end, tid);
+        sm.row_off[u % 2][wg][tid] = rows.table_offset(page_next, wg_t0(u), cta_t0(u), item.kv_end, int(tid));
     }
   };
   const auto table_page = [&](int u) {
-    if (tid < kTile) page_next = row_table_page(rows, wg_t0(u), cta_t0(u), item.kv_end, tid);
+    if (tid < kTile) page_next = rows.table_page(wg_t0(u), cta_t0(u), item.kv_end, int(tid));
   };
   // kTable: tile u ≥ 1's loads through its row table (u ≥ 2: in the loop), and the lookups of the next.
   const auto table_load = [&](int u) {

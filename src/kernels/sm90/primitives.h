@@ -304,6 +304,16 @@ struct KvRowMap {
   // The row of token n of a tile starting at token t0, or, for n past `end`, token t0's row: a row
   // that exists, for copies of 0 bytes (or loads whose values are masked) at the tile's tail.
   __device__ std::int64_t row_or_first(int n, int t0, int end) const { return (*this)(n < end ? n : t0); }
+  // Row tables (fp8's and MXFP4's kernels of pages of 1 row, perf-notes v149): thread i < 64 of a
+  // warpgroup owns token t0 + i of the warpgroup's tokens of a tile starting at `first` (past `end`:
+  // token `first`, as row_or_first). table_page looks its page up a tile ahead; table_offset is then its
+  // row's byte offset into p.kv, which the kernel stores into shared memory a barrier before the tile's
+  // copies or loads read it.
+  __device__ int table_token(int t0, int first, int end, int i) const { return t0 + i < end ? t0 + i : first; }
+  __device__ int table_page(int t0, int first, int end, int i) const { return page_of(table_token(t0, first, end, i)); }
+  __device__ std::int64_t table_offset(int page, int t0, int first, int end, int i) const {
+    return row_in(page, table_token(t0, first, end, i)) * p.kv_row_stride;
+  }
 };
 
 }  // namespace mla::sm90
