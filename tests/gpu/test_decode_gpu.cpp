@@ -1142,13 +1142,18 @@ TEST(GpuSanitizer, SmallSuite) {
     EXPECT_TRUE(r.cmp.ok()) << pairs.name() << ": " << r.cmp.summary();
     EXPECT_EQ(r.plan.cluster_size, 2) << describe(r.plan);
   }
-  // fp8's and MXFP4's row tables (pages of 1 row) over items of several tiles: tile t + 2's table is
-  // written while tile t + 1's copies or loads are in flight from the other buffer; MXFP4 with scale
-  // rows of 18 and of 24 bytes.
-  for (const auto& [f, scale_stride] : {std::pair{KvFormat::mxfp4, 18}, {KvFormat::mxfp4, 24}, {KvFormat::fp8, 18}}) {
-    CaseSpec spec = CaseSpec::uniform(16, 4500, f);
-    spec.scale_stride = scale_stride;
-    spec.page_size = 1;
+  // fp8's and MXFP4's row tables (pages of 1 row; fp8's also of 16) over items of several tiles: tile
+  // t + 2's table is written while tile t + 1's copies or loads are in flight from the other buffer;
+  // MXFP4 with scale rows of 18 and of 24 bytes.
+  struct TableCase {
+    KvFormat format;
+    int scale_stride, page;
+  };
+  for (const TableCase& tc : {TableCase{KvFormat::mxfp4, 18, 1}, TableCase{KvFormat::mxfp4, 24, 1},
+                              TableCase{KvFormat::fp8, 18, 1}, TableCase{KvFormat::fp8, 18, 16}}) {
+    CaseSpec spec = CaseSpec::uniform(16, 4500, tc.format);
+    spec.scale_stride = tc.scale_stride;
+    spec.page_size = tc.page;
     spec.dist = Distribution::peaked;
     spec.spare_rows = 64;
     spec.seed = 81;

@@ -660,7 +660,8 @@ constexpr Variant kVariants[] = {Variant::general, Variant::walking, Variant::on
 // The kernel of `format` for variant v (fp8 and MXFP4 never walk: their general kernel) and the KV's
 // L2 policy; with `row_pairs`, the format's row-pair kernel. page_rows (0: contiguous) picks bf16's
 // kernels of pages of 1 or 16 rows (not the TMA or pair kernels), MXFP4's that load by groups of 16
-// rows (pages of 16) and MXFP4's that look a tile's rows up through shared memory (pages of 1).
+// rows (pages of 16), MXFP4's (pages of 1) and fp8's (pages of 1 and 16) that look a tile's rows up a
+// tile ahead into a table in shared memory.
 DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, bool tma = false, bool row_pairs = false,
                          int page_rows = 0) {
   const bool small_pages = page_rows == 1 || page_rows == 16, groups = page_rows == 16;
@@ -682,7 +683,7 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, b
       }
       return bf16_kernel_info<false>(evict_first);
     case KvFormat::fp8:
-      return decode_fp8_kernel_info(v == Variant::one_tile, evict_first, tma, row_pairs, page_rows == 1);
+      return decode_fp8_kernel_info(v == Variant::one_tile, evict_first, tma, row_pairs, small_pages ? page_rows : 0);
     case KvFormat::mxfp4:
       return decode_mxfp4_kernel_info(v == Variant::one_tile, evict_first, row_pairs, groups, page_rows == 1);
   }

@@ -9,9 +9,9 @@
 // issued at the top of the tile before S (perf-notes v113, v114).
 // Warp w owns tokens 16w..16w+15 of a tile (its 16 rows of every wgmma M = 64) and copies them: a
 // group of 16 rows in one run (contiguous, or pages of ≥ 16 rows) as 16-byte pieces 576w + lane + 32k
-// of the tile, else row by row. Pages of 1 row run a kernel of their own (kTable): from tile 1 on, the
-// rows' byte offsets come from a table in shared memory that threads 0..63 fill a tile ahead, one
-// page-table lookup each (SmemTable), instead of four lookups per thread at the copies.
+// of the tile, else row by row. Pages of 1 and 16 rows run a kernel of their own (kTable): from tile 1
+// on, the rows' byte offsets come from a table in shared memory that threads 0..63 fill a tile ahead,
+// one page-table lookup each (SmemTable), instead of lookups at the copies.
 //
 //   Sᵀ = K·Qᵀ    wgmma m64n16k16, fp32 accumulation, A = K in registers from an ldmatrix of the raw
 //                tile, one exact cvt.f16x2.e4m3x2 per pair; B = Q·2^e in fp16 (exact) in shared
@@ -95,7 +95,7 @@ struct Smem {
   float logit_scale[T::kCols];                   // per column (× 2^-e)
   std::uint64_t full[T::kStages][kRows];  // stage s, warpgroup g's half holds tile t (t ≡ s): phase t / kStages
 };
-// kTable (the kernels of pages of 1 row): the byte offsets of a warpgroup's 64 rows of the tile whose
+// kTable (the kernels of pages of 1 and 16 rows): the byte offsets of a warpgroup's 64 rows of the tile whose
 // copies go out next, written in the iteration before (KvRowMap::table_offset) and read by
 // tile_source_table; two buffers, for tiles of even and odd index.
 template <int kRows>
@@ -235,13 +235,24 @@ __device__ __forceinline__ TileSource tile_source(const DecodeParams& p, const K
   }
   return ts;
 }
-// kTable: a tile's sources row by row from its row table (`row_off`, the warpgroup's 64 rows) rather
-// than four page-table lookups per thread (perf-notes v150).
-__device__ __forceinline__ TileSource tile_source_table(const DecodeParams& p, const std::int64_t (&row_off)[kTile],
-                                                        int t0, int end, unsigned tid) {
+// kTable: a tile's sources from its row table (`row_off`, the warpgroup's 64 rows) rather than
+// page-table lookups at the copies (perf-notes v150, v152): with kGroups (pages of 16 rows), a whole
+// group of 16 rows in one page from its first row's offset, as tile_source's dense groups; any other
+// group row by row. (Without kGroups, the kernel of pages of 1 row: the branch alone cost it 1.5 %.)
+template <bool kGroups>
+__device__ __forceinline__ TileSource tile_source_table(const DecodeParams& p, const KvRowMap& rows,
+                                                        const std::int64_t (&row_off)[kTile], int t0, int end,
+                                                        unsigned tid) {
   TileSource ts{};
   ts.pair = -1;
-  const int r0 = kGroupRows * int(tid / 32) + int(tid % 32) / 8;  // row i: r0 + 4i
+  const int warp = int(tid / 32);
+  if (kGroups && p.kv_row_stride == T1::kRowBytes && t0 + kTile <= end &&
+      rows.one_run(t0 + kGroupRows * warp, kGroupRows)) {
+    ts.src[0] = p.kv + row_off[kGroupRows * warp] + 16 * (tid % 32);
+    ts.dense = true;
+    return ts;
+  }
+  const int r0 = kGroupRows * warp + int(tid % 32) / 8;  // row i: r0 + 4i
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int r = r0 + 4 * i;
@@ -473,12 +484,15 @@ template <int N>
 using Part = std::integral_constant<int, N>;  // copy_tile's part, as a value
 static_assert(kShortItemTokens == (T1::kStages - 1) * kTile && 2 * kShortItemTokens == Traits<2>::kCtaTile,
               "short items: the tiles the prologue copies (a row pair's: one 128-token tile)");
-// kTable: tiles after the first copied through row tables (pages of 1 row: SmemTable).
-template <bool kShort, bool kEvictFirst, bool kTma, int kRows, bool kTable>
+// kTablePages (1 or 16; 0: none): tiles after the first copied through row tables, in the kernel of
+// pages of that many rows (SmemTable, tile_source_table).
+template <bool kShort, bool kEvictFirst, bool kTma, int kRows, int kTablePages>
 __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCtasPerSm)
     decode_fp8_kernel(const __grid_constant__ DecodeParams p) {
   static_assert(!(kShort && kTma), "the one-tile kernel copies its tile by cp.async");
   static_assert(!(kRows == 2 && kTma), "row pairs copy by cp.async");
+  static_assert(kTablePages == 0 || kTablePages == 1 || kTablePages == 16, "row tables: pages of 1 or 16 rows");
+  constexpr bool kTable = kTablePages != 0;
   static_assert(!kTable || !(kShort || kTma), "row tables serve the tiles after the first, copied by cp.async");
   using T = Traits<kRows>;
   static_assert(!kTable || T::kStages == 2,
@@ -573,7 +587,9 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
     TileSource next_src{};  // resolved now, copied among the S batches
     if constexpr (kTable) {
       static_assert(T::kStages == 2, "next = t + 1");
-      if (load_next) next_src = tile_source_table(p, sm.row_off[next % 2][wg], wg_t0(next), item.kv_end, tid);
+      if (load_next)
+        next_src =
+            tile_source_table<kTablePages == 16>(p, rows, sm.row_off[next % 2][wg], wg_t0(next), item.kv_end, tid);
       if (next + 1 < num_tiles) table_page(next + 1);  // stored at the end of this iteration
     } else {
       if (load_next) next_src = source(next);
@@ -760,33 +776,32 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
 
 }  // namespace
 
-// Page tables of 1 row (`table`) take the row-table kernels of cp.async items of more than one tile.
-DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first, bool tma, bool row_pairs, bool table) {
+// Pages of 1 or 16 rows (`table_pages`; 0 for others) take the row-table kernels of cp.async items of
+// more than one tile.
+template <int kRows, int kTablePages>
+DecodeKernel fp8_table_kernel(bool evict_first) {
+  return {evict_first ? decode_fp8_kernel<false, true, false, kRows, kTablePages>
+                      : decode_fp8_kernel<false, false, false, kRows, kTablePages>,
+          Traits<kRows>::kCtaThreads, kSmemBytes<kRows, false, true>, Traits<kRows>::kCtasPerSm, kPartialsF16};
+}
+DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first, bool tma, bool row_pairs, int table_pages) {
+  const bool table = !short_items && (table_pages == 1 || table_pages == 16);
   if (row_pairs) {  // (cp.async only)
-    if (table && !short_items) {
-      return {evict_first ? decode_fp8_kernel<false, true, false, 2, true>
-                          : decode_fp8_kernel<false, false, false, 2, true>,
-              Traits<2>::kCtaThreads, kSmemBytes<2, false, true>, Traits<2>::kCtasPerSm, kPartialsF16};
-    }
+    if (table) return table_pages == 1 ? fp8_table_kernel<2, 1>(evict_first) : fp8_table_kernel<2, 16>(evict_first);
     void (*const entry[2][2])(DecodeParams) = {
-        {decode_fp8_kernel<false, false, false, 2, false>, decode_fp8_kernel<false, true, false, 2, false>},
-        {decode_fp8_kernel<true, false, false, 2, false>, decode_fp8_kernel<true, true, false, 2, false>}};
+        {decode_fp8_kernel<false, false, false, 2, 0>, decode_fp8_kernel<false, true, false, 2, 0>},
+        {decode_fp8_kernel<true, false, false, 2, 0>, decode_fp8_kernel<true, true, false, 2, 0>}};
     return {entry[short_items][evict_first], Traits<2>::kCtaThreads, kSmemBytes<2, false>, Traits<2>::kCtasPerSm,
             kPartialsF16};
   }
   if (tma && !short_items) {
-    return {
-        evict_first ? decode_fp8_kernel<false, true, true, 1, false> : decode_fp8_kernel<false, false, true, 1, false>,
-        kThreads, kSmemBytes<1, true>, T1::kCtasPerSm, kPartialsF16};
+    return {evict_first ? decode_fp8_kernel<false, true, true, 1, 0> : decode_fp8_kernel<false, false, true, 1, 0>,
+            kThreads, kSmemBytes<1, true>, T1::kCtasPerSm, kPartialsF16};
   }
-  if (table && !short_items) {
-    return {
-        evict_first ? decode_fp8_kernel<false, true, false, 1, true> : decode_fp8_kernel<false, false, false, 1, true>,
-        kThreads, kSmemBytes<1, false, true>, T1::kCtasPerSm, kPartialsF16};
-  }
+  if (table) return table_pages == 1 ? fp8_table_kernel<1, 1>(evict_first) : fp8_table_kernel<1, 16>(evict_first);
   void (*const entry[2][2])(DecodeParams) = {
-      {decode_fp8_kernel<false, false, false, 1, false>, decode_fp8_kernel<false, true, false, 1, false>},
-      {decode_fp8_kernel<true, false, false, 1, false>, decode_fp8_kernel<true, true, false, 1, false>}};
+      {decode_fp8_kernel<false, false, false, 1, 0>, decode_fp8_kernel<false, true, false, 1, 0>},
+      {decode_fp8_kernel<true, false, false, 1, 0>, decode_fp8_kernel<true, true, false, 1, 0>}};
   return {entry[short_items][evict_first], kThreads, kSmemBytes<1, false>, T1::kCtasPerSm, kPartialsF16};
 }
 

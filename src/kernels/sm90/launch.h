@@ -45,9 +45,9 @@ struct DecodeKernel {
 // the KV read under the L2 evict-first policy or without one (DecodeParams::kv_evict_first); fp8's
 // general one-row kernel also with whole tiles by TMA (`tma`: DecodeParams::kv_tma; ignored for short
 // items and row pairs); with `row_pairs`, the row-pair kernel (two warpgroups, 128-token tiles); with
-// `table` (pages of 1 row, cp.async kernels of more than one tile), the kernel that copies tiles after
-// the first through a row table in shared memory.
-DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first, bool tma, bool row_pairs, bool table);
+// `table_pages` 1 or 16 (pages of that many rows; cp.async kernels of more than one tile), the kernel
+// that copies tiles after the first through a row table in shared memory.
+DecodeKernel decode_fp8_kernel_info(bool short_items, bool evict_first, bool tma, bool row_pairs, int table_pages);
 // MXFP4's with `groups`: the kernel of pages of 16 rows, whose warps load groups of 16 rows (one page
 // each) rather than the warpgroup whole tiles (decode_mxfp4.cu, LoadUnit); with `table` (pages of 1
 // row), the kernel that looks a tile's rows up once into shared memory (SmemTable).
