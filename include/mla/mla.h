@@ -106,6 +106,9 @@ struct Plan {
   std::int64_t total_q = 0;
   // The KV format planned for: run() refuses a problem of another format.
   KvFormat kv_format = KvFormat::bf16;
+  // The paging planned for (Paging::page_size; 0: contiguous). describe() prints how the cuda kernel
+  // finds the rows of such a cache (kv_rows=); run() takes the problem's paging as it is.
+  int page_size = 0;
   std::int64_t total_kv = 0;  // Σ L_b
   // A bound on every work item's KV tokens, a multiple of the tile: the chunk the requests were cut
   // at, or, where cuda re-cut them to balance the SMs (docs/design.md, the planner paragraph), the

@@ -65,11 +65,16 @@ Status plan_checked(const Problem& p, Backend backend, void* workspace, std::siz
   if (!workspace) return {StatusCode::invalid_argument, "workspace is null"};
   switch (backend) {
     case Backend::cpu:
-      return cpu::plan(p, workspace, workspace_bytes, out);
+      s = cpu::plan(p, workspace, workspace_bytes, out);
+      break;
     case Backend::cuda:
-      return cuda::plan(p, workspace, workspace_bytes, out);
+      s = cuda::plan(p, workspace, workspace_bytes, out);
+      break;
+    default:
+      return {StatusCode::invalid_argument, "unknown backend"};
   }
-  return {StatusCode::invalid_argument, "unknown backend"};
+  if (s.ok()) out->page_size = p.paging.page_size;
+  return s;
 }
 
 Status run_checked(const Problem& p, const Plan& plan, void* stream) {
@@ -139,6 +144,9 @@ std::string describe(const Plan& plan) {
           plan.kv_tma && plan.kv_map_fits && sm90::has_tma_kernel(plan.kv_format, variant, plan.rows_per_item);
       os << " kv_copy=" << (tma ? "tma" : "cp.async");
     }
+    os << " kv_rows="
+       << sm90::to_string(sm90::row_path(plan.kv_format, variant, plan.rows_per_item, plan.page_size,
+                                         plan.kv_tma && plan.kv_map_fits));
   }
   return os.str();
 }

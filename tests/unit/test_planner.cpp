@@ -1343,6 +1343,55 @@ TEST(Planner, DecodeVariantAndWorkListSourceFollowThePlan) {
   EXPECT_NE(describe(pl).find("kv_l2=evict_first"), std::string::npos) << describe(pl);
 }
 
+// How the kernel finds a paged cache's rows (row_path: the kernel choice in decode.cu's kernel_info, and
+// describe()'s kv_rows=) by format, page size, kernel variant, rows per item and the TMA request.
+TEST(Planner, RowPathByFormatPagesAndKernel) {
+  using sm90::row_path;
+  using sm90::RowPath;
+  using V = sm90::DecodeVariant;
+  constexpr KvFormat bf16 = KvFormat::bf16, fp8 = KvFormat::fp8, mxfp4 = KvFormat::mxfp4;
+  for (KvFormat f : {bf16, fp8, mxfp4}) {
+    for (V v : {V::general, V::walking, V::one_tile}) {
+      for (int rows : {1, 2}) {
+        for (bool tma : {false, true}) {
+          EXPECT_EQ(row_path(f, v, rows, 0, tma), RowPath::runs) << "a contiguous cache";
+          EXPECT_EQ(row_path(f, v, rows, 64, tma), RowPath::runs) << "whole tiles in one page";
+        }
+      }
+    }
+  }
+  for (int page : {1, 16}) {
+    EXPECT_EQ(row_path(bf16, V::general, 1, page, false), RowPath::small_pages);
+    EXPECT_EQ(row_path(bf16, V::walking, 1, page, false), RowPath::small_pages);
+    EXPECT_EQ(row_path(bf16, V::one_tile, 1, page, true), RowPath::small_pages) << "no one-tile TMA kernel";
+    EXPECT_EQ(row_path(bf16, V::general, 1, page, true), RowPath::runs) << "the TMA kernel";
+    EXPECT_EQ(row_path(bf16, V::general, 2, page, false), RowPath::runs) << "the pair kernel";
+    EXPECT_EQ(row_path(fp8, V::general, 1, page, false), RowPath::table);
+    EXPECT_EQ(row_path(fp8, V::general, 2, page, true), RowPath::table) << "the pair kernel has no TMA";
+    EXPECT_EQ(row_path(fp8, V::general, 1, page, true), RowPath::runs) << "the TMA kernel";
+    EXPECT_EQ(row_path(fp8, V::one_tile, 1, page, false), RowPath::runs) << "one tile: no table";
+  }
+  EXPECT_EQ(row_path(mxfp4, V::general, 1, 1, true), RowPath::table);
+  EXPECT_EQ(row_path(mxfp4, V::general, 2, 1, false), RowPath::table);
+  EXPECT_EQ(row_path(mxfp4, V::one_tile, 1, 1, false), RowPath::runs);
+  EXPECT_EQ(row_path(mxfp4, V::general, 1, 16, false), RowPath::groups);
+  EXPECT_EQ(row_path(mxfp4, V::one_tile, 2, 16, false), RowPath::groups);
+
+  Plan pl;  // describe() prints it for the paging planned for
+  pl.backend = Backend::cuda;
+  pl.grid = pl.num_work_items = 200;
+  pl.tokens_per_split = 1024;
+  pl.kv_format = fp8;
+  EXPECT_NE(describe(pl).find("kv_rows=runs"), std::string::npos) << describe(pl);
+  pl.page_size = 1;
+  EXPECT_NE(describe(pl).find("kv_rows=table"), std::string::npos) << describe(pl);
+  pl.kv_format = bf16;
+  EXPECT_NE(describe(pl).find("kv_rows=small_pages"), std::string::npos) << describe(pl);
+  pl.kv_format = mxfp4;
+  pl.page_size = 16;
+  EXPECT_NE(describe(pl).find("kv_rows=groups"), std::string::npos) << describe(pl);
+}
+
 // The KV's L2 policy: evict-first for calls of s_q = 1 that read at most 4 × the L2, inclusive.
 TEST(Planner, KvEvictFirstUpToFourL2s) {
   constexpr std::int64_t kL2 = 60 << 20;

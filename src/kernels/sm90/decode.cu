@@ -658,13 +658,13 @@ using Variant = DecodeVariant;
 constexpr Variant kVariants[] = {Variant::general, Variant::walking, Variant::one_tile};
 
 // The kernel of `format` for variant v (fp8 and MXFP4 never walk: their general kernel) and the KV's
-// L2 policy; with `row_pairs`, the format's row-pair kernel. page_rows (0: contiguous) picks bf16's
-// kernels of pages of 1 or 16 rows (not the TMA or pair kernels), MXFP4's that load by groups of 16
-// rows (pages of 16), MXFP4's (pages of 1) and fp8's (pages of 1 and 16) that look a tile's rows up a
-// tile ahead into a table in shared memory.
+// L2 policy; with `row_pairs`, the format's row-pair kernel. page_rows (0: contiguous) picks, by
+// row_path (decode_params.h, which describe() prints), bf16's kernels of pages of 1 or 16 rows, MXFP4's
+// that load by groups of 16 rows, and fp8's and MXFP4's row-table kernels.
 DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, bool tma = false, bool row_pairs = false,
                          int page_rows = 0) {
-  const bool small_pages = page_rows == 1 || page_rows == 16, groups = page_rows == 16;
+  const RowPath path = row_path(format, v, row_pairs ? 2 : 1, page_rows, tma);
+  const bool small_pages = path == RowPath::small_pages;
   switch (format) {
     case KvFormat::bf16:
       if (row_pairs) return decode_bf16_pairs_kernel_info();  // general and one-tile alike, no L2 policy
@@ -683,9 +683,11 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, b
       }
       return bf16_kernel_info<false>(evict_first);
     case KvFormat::fp8:
-      return decode_fp8_kernel_info(v == Variant::one_tile, evict_first, tma, row_pairs, small_pages ? page_rows : 0);
+      return decode_fp8_kernel_info(v == Variant::one_tile, evict_first, tma, row_pairs,
+                                    path == RowPath::table ? page_rows : 0);
     case KvFormat::mxfp4:
-      return decode_mxfp4_kernel_info(v == Variant::one_tile, evict_first, row_pairs, groups, page_rows == 1);
+      return decode_mxfp4_kernel_info(v == Variant::one_tile, evict_first, row_pairs, path == RowPath::groups,
+                                      path == RowPath::table);
   }
   return bf16_kernel_info<false>(evict_first);
 }
