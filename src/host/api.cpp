@@ -139,14 +139,13 @@ std::string describe(const Plan& plan) {
     const bool evict_first =  // the L2 policy that runs
         plan.kv_evict_first && sm90::has_evict_first_kernel(plan.kv_format, plan.rows_per_item);
     os << " kv_l2=" << (evict_first ? "evict_first" : "normal");
-    if (plan.kv_format != KvFormat::mxfp4) {  // the formats with a TMA kernel: the copy path that runs
-      const bool tma =
-          plan.kv_tma && plan.kv_map_fits && sm90::has_tma_kernel(plan.kv_format, variant, plan.rows_per_item);
+    const bool tma_asked = plan.kv_tma && plan.kv_map_fits;  // run() takes the TMA where the kernel has it
+    if (plan.kv_format != KvFormat::mxfp4) {                 // the formats with a TMA kernel: the copy path that runs
+      const bool tma = tma_asked && sm90::has_tma_kernel(plan.kv_format, variant, plan.rows_per_item);
       os << " kv_copy=" << (tma ? "tma" : "cp.async");
     }
     os << " kv_rows="
-       << sm90::to_string(sm90::row_path(plan.kv_format, variant, plan.rows_per_item, plan.page_size,
-                                         plan.kv_tma && plan.kv_map_fits));
+       << sm90::to_string(sm90::row_path(plan.kv_format, variant, plan.rows_per_item, plan.page_size, tma_asked));
   }
   return os.str();
 }

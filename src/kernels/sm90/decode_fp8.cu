@@ -11,7 +11,7 @@
 // group of 16 rows in one run (contiguous, or pages of ≥ 16 rows) as 16-byte pieces 576w + lane + 32k
 // of the tile, else row by row. Pages of 1 and 16 rows run a kernel of their own (kTable): from tile 1
 // on, the rows' byte offsets come from a table in shared memory that threads 0..63 fill a tile ahead,
-// one page-table lookup each (SmemTable), instead of lookups at the copies.
+// one page-table lookup each (SmemWithRowTable), instead of lookups at the copies.
 //
 //   Sᵀ = K·Qᵀ    wgmma m64n16k16, fp32 accumulation, A = K in registers from an ldmatrix of the raw
 //                tile, one exact cvt.f16x2.e4m3x2 per pair; B = Q·2^e in fp16 (exact) in shared
@@ -95,15 +95,10 @@ struct Smem {
   float logit_scale[T::kCols];                   // per column (× 2^-e)
   std::uint64_t full[T::kStages][kRows];  // stage s, warpgroup g's half holds tile t (t ≡ s): phase t / kStages
 };
-// kTable (the kernels of pages of 1 and 16 rows): the byte offsets of a warpgroup's 64 rows of the tile whose
-// copies go out next, written in the iteration before (KvRowMap::table_offset) and read by
-// tile_source_table; two buffers, for tiles of even and odd index.
-template <int kRows>
-struct SmemTable : Smem<kRows> {
-  std::int64_t row_off[2][kRows][kTile];  // [tile % 2][warpgroup][token of its 64] bytes into p.kv
-};
+// kTable (the kernels of pages of 1 and 16 rows): Smem plus the row table that tile_source_table reads,
+// written in the iteration before the tile's copies.
 template <int kRows, bool kTable>
-using SmemOf = std::conditional_t<kTable, SmemTable<kRows>, Smem<kRows>>;
+using SmemOf = SmemWithRowTable<Smem<kRows>, kRows, kTile, kTable>;
 // The TMA kernel (one row) asks for kSwizzleAlign more and aligns the stages to it (the 128-byte
 // swizzle follows address bits 7..9).
 template <int kRows, bool kTma, bool kTable = false>
@@ -485,7 +480,7 @@ using Part = std::integral_constant<int, N>;  // copy_tile's part, as a value
 static_assert(kShortItemTokens == (T1::kStages - 1) * kTile && 2 * kShortItemTokens == Traits<2>::kCtaTile,
               "short items: the tiles the prologue copies (a row pair's: one 128-token tile)");
 // kTablePages (1 or 16; 0: none): tiles after the first copied through row tables, in the kernel of
-// pages of that many rows (SmemTable, tile_source_table).
+// pages of that many rows (SmemWithRowTable, tile_source_table).
 template <bool kShort, bool kEvictFirst, bool kTma, int kRows, int kTablePages>
 __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCtasPerSm)
     decode_fp8_kernel(const __grid_constant__ DecodeParams p) {
@@ -584,9 +579,8 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
     }
     const int next = t + T::kStages - 1;
     const bool load_next = !kShort && next < num_tiles;
-    TileSource next_src{};  // resolved now, copied among the S batches
-    if constexpr (kTable) {
-      static_assert(T::kStages == 2, "next = t + 1");
+    TileSource next_src{};   // resolved now, copied among the S batches
+    if constexpr (kTable) {  // (next = t + 1: two stages, asserted above)
       if (load_next)
         next_src =
             tile_source_table<kTablePages == 16>(p, rows, sm.row_off[next % 2][wg], wg_t0(next), item.kv_end, tid);

@@ -39,7 +39,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/common/bf16.h"
 #include "kernels/common/formats.h"
@@ -95,15 +94,10 @@ struct Smem {
   int rw[T::kCtaWarps];                                      // R_w of this tile per warp
   int last_key_nan;  // row pairs: the pair's last key has a NaN scale (store_factors; its one writer)
 };
-// kTable (the kernels of pages of 1 row, the header): the byte offsets of a warpgroup's 64 rows of the
-// tile whose loads go out next, written a barrier before those loads (KvRowMap::table_offset) and read once per
-// 16-byte chunk (load_raw_table); two buffers, for tiles of even and odd index.
-template <int kRows>
-struct SmemTable : Smem<kRows> {
-  std::int64_t row_off[2][kRows][kTile];  // [tile % 2][warpgroup][token of its 64] bytes into p.kv
-};
+// kTable (the kernels of pages of 1 row, the header): Smem plus the row table, written a barrier before
+// the tile's loads and read once per 16-byte chunk (load_raw_table).
 template <int kRows, bool kTable>
-using SmemOf = std::conditional_t<kTable, SmemTable<kRows>, Smem<kRows>>;
+using SmemOf = SmemWithRowTable<Smem<kRows>, kRows, kTile, kTable>;
 template <int kRows, bool kTable>
 constexpr bool smem_fits() {
   return Traits<kRows>::kCtasPerSm * (sizeof(SmemOf<kRows, kTable>) + 1024) <= 228 * 1024 &&
@@ -445,7 +439,7 @@ __device__ __forceinline__ void k_convert(Smem<kRows>& sm, int k0, const KLoad& 
 // kShort: every item has at most one tile (launch_decode checks DecodeParams::max_item_tokens): no
 // next tile's loads, stores or head start in the kernel (perf-notes v77). kRows: 1, or 2 for row
 // pairs (the header). kGroups: the raw tile loads by groups of 16 rows (pages of 16 rows: LoadUnit).
-// kTable: tiles after the first load through the row table (pages of 1 row: SmemTable).
+// kTable: tiles after the first load through the row table (pages of 1 row: SmemWithRowTable).
 template <bool kShort, bool kEvictFirst, int kRows, bool kGroups, bool kTable>
 __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCtasPerSm)
     decode_mxfp4_kernel(const __grid_constant__ DecodeParams p) {
@@ -777,7 +771,7 @@ DecodeKernel decode_mxfp4_kernel_info(bool short_items, bool evict_first, bool r
   const bool use_table = table && !short_items && !groups;
   const auto info = [&]<int kRows>() -> DecodeKernel {
     return {use_table ? table_entry[kRows - 1][evict_first] : entry[groups][kRows - 1][short_items][evict_first],
-            Traits<kRows>::kCtaThreads, use_table ? sizeof(SmemTable<kRows>) : sizeof(Smem<kRows>),
+            Traits<kRows>::kCtaThreads, use_table ? sizeof(SmemOf<kRows, true>) : sizeof(SmemOf<kRows, false>),
             Traits<kRows>::kCtasPerSm, kPartialsF16};
   };
   return row_pairs ? info.template operator()<2>() : info.template operator()<1>();

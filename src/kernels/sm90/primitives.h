@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/sm90/decode_params.h"
 #include "kernels/sm90/tensor_map_shape.h"
@@ -304,7 +305,8 @@ struct KvRowMap {
   // The row of token n of a tile starting at token t0, or, for n past `end`, token t0's row: a row
   // that exists, for copies of 0 bytes (or loads whose values are masked) at the tile's tail.
   __device__ std::int64_t row_or_first(int n, int t0, int end) const { return (*this)(n < end ? n : t0); }
-  // Row tables (fp8's and MXFP4's kernels of pages of 1 row, perf-notes v149): thread i < 64 of a
+  // Row tables (fp8's kernels of pages of 1 and 16 rows, MXFP4's of pages of 1; perf-notes v149, v150,
+  // v152; their shared memory: SmemWithRowTable): thread i < 64 of a
   // warpgroup owns token t0 + i of the warpgroup's tokens of a tile starting at `first` (past `end`:
   // token `first`, as row_or_first). table_page looks its page up a tile ahead; table_offset is then its
   // row's byte offset into p.kv, which the kernel stores into shared memory a barrier before the tile's
@@ -315,5 +317,16 @@ struct KvRowMap {
     return row_in(page, table_token(t0, first, end, i)) * p.kv_row_stride;
   }
 };
+
+// A row-table kernel's shared memory (KvRowMap::table_offset): the kernel's own `S` plus the byte
+// offsets into p.kv of each of its kRows warpgroups' kTokens rows of the tile whose copies or loads go
+// out next, written a barrier before they are read; two buffers, for tiles of even and odd index.
+// Without kTable, `S` alone.
+template <class S, int kRows, int kTokens>
+struct WithRowTable : S {
+  std::int64_t row_off[2][kRows][kTokens];  // [tile % 2][warpgroup][token of its kTokens] bytes into p.kv
+};
+template <class S, int kRows, int kTokens, bool kTable>
+using SmemWithRowTable = std::conditional_t<kTable, WithRowTable<S, kRows, kTokens>, S>;
 
 }  // namespace mla::sm90
