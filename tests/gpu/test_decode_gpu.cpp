@@ -1142,15 +1142,16 @@ TEST(GpuSanitizer, SmallSuite) {
     EXPECT_TRUE(r.cmp.ok()) << pairs.name() << ": " << r.cmp.summary();
     EXPECT_EQ(r.plan.cluster_size, 2) << describe(r.plan);
   }
-  // fp8's and MXFP4's row tables (pages of 1 row; fp8's also of 16) over items of several tiles: tile
-  // t + 2's table is written while tile t + 1's copies or loads are in flight from the other buffer;
-  // MXFP4 with scale rows of 18 and of 24 bytes.
+  // The row tables (fp8's of pages of 1 and 16 rows, MXFP4's and bf16's of pages of 1) over items of
+  // several tiles: a tile's table is written while the copies or loads of the tile before are in flight
+  // from the other buffer; MXFP4 with scale rows of 18 and of 24 bytes.
   struct TableCase {
     KvFormat format;
     int scale_stride, page;
   };
   for (const TableCase& tc : {TableCase{KvFormat::mxfp4, 18, 1}, TableCase{KvFormat::mxfp4, 24, 1},
-                              TableCase{KvFormat::fp8, 18, 1}, TableCase{KvFormat::fp8, 18, 16}}) {
+                              TableCase{KvFormat::fp8, 18, 1}, TableCase{KvFormat::fp8, 18, 16},
+                              TableCase{KvFormat::bf16, 18, 1}}) {
     CaseSpec spec = CaseSpec::uniform(16, 4500, tc.format);
     spec.scale_stride = tc.scale_stride;
     spec.page_size = tc.page;
@@ -1161,6 +1162,7 @@ TEST(GpuSanitizer, SmallSuite) {
     ASSERT_NO_FATAL_FAILURE(run_case(spec, &r));
     EXPECT_TRUE(r.cmp.ok()) << spec.name() << ": " << r.cmp.summary();
     EXPECT_GE(r.plan.tokens_per_split, 4 * 64) << describe(r.plan);
+    EXPECT_NE(describe(r.plan).find("kv_rows=table"), std::string::npos) << describe(r.plan);
   }
   // A row-pair case (s_q 2, peaked inputs) against the reference; its plan takes row pairs.
   const auto run_pairs = [](CaseSpec spec, std::uint64_t seed, GpuResult* r) {

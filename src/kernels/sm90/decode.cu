@@ -100,10 +100,15 @@ struct alignas(128) Smem {
   float cluster_lse[kNumHeads];    // cluster mode: this CTA's partial LSE, written before stage 0 is free
   std::uint64_t full[T::kStages];  // TMA kernel: stage s holds tile j (j ≡ s mod 3): phase j / kStages
 };
-// The TMA kernel aligns its stages to the 128-byte swizzle's 1,024-byte period at run time.
-template <bool kTma>
-constexpr std::size_t kSmemBytes = sizeof(Smem<KvFormat::bf16>) + (kTma ? kSwizzleAlign : 0);
-static_assert(kSmemBytes<true> <= 227 * 1024, "bf16 shared memory over the 227 KB limit");
+// The kernel of pages of 1 row (kTable) adds a row table (KvRowMap::table_offset): the byte offsets of
+// the 64 rows of the tile whose copies go out next. The TMA kernel aligns its stages to the 128-byte
+// swizzle's 1,024-byte period at run time.
+template <bool kTable>
+using SmemOf = SmemWithRowTable<Smem<KvFormat::bf16>, 1, kTileTokens, kTable>;
+template <bool kTma, bool kTable = false>
+constexpr std::size_t kSmemBytes = sizeof(SmemOf<kTable>) + (kTma ? kSwizzleAlign : 0);
+static_assert(kSmemBytes<true> <= 227 * 1024 && kSmemBytes<false, true> <= 227 * 1024,
+              "bf16 shared memory over the 227 KB limit");
 static_assert(sizeof(Smem<KvFormat::bf16>::raw[0]) == bf16_stage::kBytes && kPitch == bf16_stage::kRowBytes &&
                   Traits<KvFormat::bf16>::kTile == bf16_stage::kRows,
               "bf16_stage.h describes this stage");
@@ -187,6 +192,20 @@ struct Decoder {
       const int n = t0 + warp + i * kWarps;
       ts.valid |= (n < end ? 1u : 0u) << i;
       ts.src[i] = p.kv + physical_row.row_or_first(n, t0, end) * p.kv_row_stride + lane * 16;
+    }
+    return ts;
+  }
+  // sources() of the row-table kernel (pages of 1 row): row r's byte offset into p.kv from the table
+  // the kernel filled a tile ahead (row_off[r], KvRowMap::table_offset: rows past `end` hold token
+  // t0's), no page-table load.
+  __device__ Sources sources_from_table(int t0, int end, const std::int64_t* row_off) const {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    Sources ts;
+    ts.valid = 0;
+#pragma unroll
+    for (int i = 0; i < Sh::kRowsPerWarp; ++i) {
+      ts.valid |= (t0 + warp + i * kWarps < end ? 1u : 0u) << i;
+      ts.src[i] = p.kv + row_off[warp + i * kWarps] + lane * 16;
     }
     return ts;
   }
@@ -287,18 +306,25 @@ __device__ __forceinline__ void q_fragments(std::uint32_t (&qa)[kKSteps][4], std
 // of cp.async groups (phase j / kStages over the CTA's whole tile sequence), and the next tile's
 // copy — the next item's first tiles too — goes out at the top of the tile. Q still arrives by
 // cp.async. kSmallPages: the kernel of caches of pages of 1 or 16 rows (Decoder; page-table lines a
-// tile ahead into L1, perf-notes v147).
-template <KvFormat F, bool kWalk, bool kOneTile, bool kEvictFirst, bool kTma = false, bool kSmallPages = false>
+// tile ahead into L1, perf-notes v147). kTable (with kSmallPages, the general kernel of pages of 1 row):
+// threads 0..63 look tile t + 3's rows up at the top of tile t, one token each, and store their byte
+// offsets into the row table (SmemOf) after S; tile t + 1 reads its copies' rows from there
+// (sources_from_table) instead of eight page-table loads per thread (perf-notes v153).
+template <KvFormat F, bool kWalk, bool kOneTile, bool kEvictFirst, bool kTma = false, bool kSmallPages = false,
+          bool kTable = false>
 __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_constant__ DecodeParams p) {
   using T = Traits<F>;
   using Sh = TileShape<T::kTile>;
+  using SmemT = SmemWithRowTable<Smem<F>, 1, kTileTokens, kTable>;
   constexpr int kTile = T::kTile;
   static_assert(kTile == kTileTokens, "the tile cursor counts tiles of kTileTokens");
   static_assert(T::kStages == 3 && kNumHeads <= kTile,
                 "an item's Q rides in the stage of the tile before its first (stage 2 for the CTA's first item)");
   static_assert(!(kTma && kOneTile), "the TMA kernels are the general and the walking one");
+  static_assert(!kTable || (kSmallPages && !kWalk && !kOneTile),
+                "the row table: the general kernel of small pages (one item per CTA, tile t copies tile t + 2)");
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
-  Smem<F>& sm = *reinterpret_cast<Smem<F>*>(smem_raw + (kTma ? swizzle_align_bytes(smem_raw) : 0));
+  SmemT& sm = *reinterpret_cast<SmemT*>(smem_raw + (kTma ? swizzle_align_bytes(smem_raw) : 0));
 
   launch_dependents();  // the combine grid's launch latency hides behind this kernel
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -331,6 +357,16 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   // Paged: the first item's page table into L2 (a walking CTA's later items': as each item starts).
   if constexpr (!kOneTile)
     KvRowMap(p, KvRowMap::KnownBase{}, base).prefetch_pages(item.kv_begin, item.kv_end, threadIdx.x, kThreads);
+  // The row table of tile 2 (read by tile 0's copies), looked up directly; tile 3's page-table lines
+  // into L1 for tile 0's lookups.
+  if constexpr (kTable) {
+    const KvRowMap rows(p, KvRowMap::KnownBase{}, base);
+    const int t2 = item.kv_begin + 2 * kTile, i = threadIdx.x;
+    if (i < kTile && t2 < item.kv_end) {
+      sm.row_off[0][0][i] = rows.table_offset(rows.table_page(t2, t2, item.kv_end, i), t2, t2, item.kv_end, i);
+    }
+    if (warp == 0) rows.prefetch_table_l1(t2 + kTile, kTile, item.kv_end, lane);
+  }
   cp_async_wait<T::kStages - 2>();
   __syncthreads();  // Q (and, but for the TMA kernel, tile 0) landed
 
@@ -390,17 +426,26 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
         const int copy_end = mine ? item.kv_end : next.kv_end;
         if constexpr (kTma) {  // the whole copy now: one instruction of thread 0 for a whole tile
           dec.copy_tile_tma(sm, next_stage, copy_t0, copy_end);
+        } else if constexpr (kTable) {  // (one item per CTA: the copy is this item's tile t + 2)
+          next_src = dec.sources_from_table(copy_t0, copy_end, sm.row_off[t & 1][0]);
         } else {  // the sources now, the copies below (after S's first steps)
           next_src = dec.sources(copy_t0, copy_end);
         }
       }
       // Small pages: the page-table lines of the tile after into L1 (this item's; the next item's
       // first tiles look theirs up from L2). Not in the other kernels: the branch alone cost their
-      // contiguous calls 0.8 % at 256×8192 (perf-notes v147).
-      if (kSmallPages && !kOneTile && warp == 0 && ahead + 1 < num_tiles) {
+      // contiguous calls 0.8 % at 256×8192 (perf-notes v147). The row table: tile t + 3's pages now
+      // (stored after S), tile t + 4's lines into L1.
+      constexpr int kLookAhead = kTable ? 1 : 0;
+      if (kSmallPages && !kOneTile && warp == 0 && ahead + 1 + kLookAhead < num_tiles) {
         KvRowMap(p, KvRowMap::KnownBase{}, base)
-            .prefetch_table_l1(item.kv_begin + (ahead + 1) * kTile, kTile, item.kv_end, lane);
+            .prefetch_table_l1(item.kv_begin + (ahead + 1 + kLookAhead) * kTile, kTile, item.kv_end, lane);
       }
+      const int table_t0 = item.kv_begin + (ahead + 1) * kTile;  // kTable: the tile tile t + 1 copies
+      const bool table_fill = kTable && threadIdx.x < kTile && table_t0 < item.kv_end;
+      const int table_page =
+          table_fill ? KvRowMap(p, KvRowMap::KnownBase{}, base).table_page(table_t0, table_t0, item.kv_end, threadIdx.x)
+                     : 0;
       std::uint8_t(*kv)[kPitch] = sm.raw[stage];  // the bf16 tile (its rope chunks then hold P)
 
       // S partial over this warp's dims for tokens [16tg, 16tg+16): four independent chains.
@@ -441,6 +486,13 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
           }
           *reinterpret_cast<float2*>(&sm.s_part[kh][g][col]) = make_float2(v[0], v[1]);
           *reinterpret_cast<float2*>(&sm.s_part[kh][g + 8][col]) = make_float2(v[2], v[3]);
+        }
+      }
+      if constexpr (kTable) {  // buffer (t + 1) % 2, last read by tile t − 1's copies (before its barriers)
+        if (table_fill) {
+          sm.row_off[(t + 1) & 1][0][threadIdx.x] = KvRowMap(p, KvRowMap::KnownBase{}, base)
+                                                         .table_offset(table_page, table_t0, table_t0, item.kv_end,
+                                                                       threadIdx.x);
         }
       }
       // The next item's Q into L2 (one line per thread), for its loads under this item's epilogue.
@@ -647,11 +699,11 @@ int max_active_decode_clusters(const DecodeKernel& k, int n) {
 // bf16's kernels: one item per CTA, walking several (kWalk), or one item of one tile (kOneTile); the
 // first two also with whole tiles by TMA (kTma); the KV copies under the evict-first policy or
 // without one; those without the TMA also for caches of pages of 1 or 16 rows (kSmallPages).
-template <bool kWalk, bool kOneTile = false, bool kTma = false, bool kSmallPages = false>
+template <bool kWalk, bool kOneTile = false, bool kTma = false, bool kSmallPages = false, bool kTable = false>
 DecodeKernel bf16_kernel_info(bool evict_first) {
-  return {evict_first ? decode_kernel<KvFormat::bf16, kWalk, kOneTile, true, kTma, kSmallPages>
-                      : decode_kernel<KvFormat::bf16, kWalk, kOneTile, false, kTma, kSmallPages>,
-          kThreads, kSmemBytes<kTma>, 1, kPartialsF16};
+  return {evict_first ? decode_kernel<KvFormat::bf16, kWalk, kOneTile, true, kTma, kSmallPages, kTable>
+                      : decode_kernel<KvFormat::bf16, kWalk, kOneTile, false, kTma, kSmallPages, kTable>,
+          kThreads, kSmemBytes<kTma, kTable>, 1, kPartialsF16};
 }
 
 using Variant = DecodeVariant;
@@ -671,6 +723,7 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, b
       switch (v) {
         case Variant::general:
           if (tma) return bf16_kernel_info<false, false, true>(evict_first);
+          if (path == RowPath::table) return bf16_kernel_info<false, false, false, true, true>(evict_first);
           return small_pages ? bf16_kernel_info<false, false, false, true>(evict_first)
                              : bf16_kernel_info<false>(evict_first);
         case Variant::walking:
