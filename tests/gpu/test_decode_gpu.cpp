@@ -900,6 +900,53 @@ TEST(GpuDecode, ListCutOffTileBoundariesOnPagedCaches) {
   }
 }
 
+// bf16's walking kernel on pages of 1 row (a row table, perf-notes v156): each tile's copies take their
+// rows from a table filled a tile ahead — this item's tile t + 3, or the next item's tiles 0..2 under this
+// item's last three — and look them up directly where the tile is the item after next's (the next item
+// holds ≤ 2 tiles). Pieces of 1, 64, 100, 129, 150, 700 and 1001 tokens, off tile boundaries, on 4 and on
+// 8 walking CTAs, so that chains hold short items between long ones; peaked inputs.
+TEST(GpuDecode, WalkingRowTableFollowsTheWalk) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  CaseSpec spec;
+  spec.kv_lens = {3000, 130, 64, 700, 1, 2000, 129, 65, 900, 200, 1500, 2};
+  spec.format = KvFormat::bf16;
+  spec.page_size = 1;
+  spec.spare_rows = 64;
+  spec.dist = Distribution::peaked;
+  spec.seed = 91;
+  const HostInputs in = make_inputs(spec);
+  GpuCase gc;
+  ASSERT_NO_FATAL_FAILURE(prepare(in, &gc));
+  constexpr int kPieces[] = {1001, 100, 64, 150, 700, 1, 129};
+  WorkList list;
+  list.splits.assign(spec.kv_lens.size(), RequestSplit{0, 0});
+  int next_piece = 0;
+  for (int b = 0; b < int(spec.kv_lens.size()); ++b) {
+    const int len = spec.kv_lens[std::size_t(b)];
+    std::vector<std::pair<int, int>> ranges;
+    for (int begin = 0; begin < len || ranges.empty();) {
+      const int end = std::min(len, begin + kPieces[next_piece++ % std::size(kPieces)]);
+      ranges.emplace_back(begin, end);
+      begin = end;
+    }
+    if (ranges.size() == 1) {
+      list.items.push_back({b, 0, len, -1});
+      continue;
+    }
+    list.splits[std::size_t(b)] = {list.num_partials, int(ranges.size())};
+    for (auto [begin, end] : ranges) list.items.push_back({b, begin, end, list.num_partials++});
+  }
+  ASSERT_TRUE(std::any_of(list.items.begin(), list.items.end(),
+                          [](const WorkItem& it) { return it.kv_end - it.kv_begin <= 128; }));
+  for (int grid : {4, 8}) {
+    WorkList walked = list;
+    walk_order(walked.items, grid, 64);
+    ASSERT_NO_FATAL_FAILURE(expect_list_matches(gc, in, walked, grid, false,
+                                                spec.name() + ", " + std::to_string(walked.items.size()) +
+                                                    " pieces walked by " + std::to_string(grid)));
+  }
+}
+
 TEST(GpuDecode, TailRequestsCutToFillTheLastWave) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   int sms = 0;

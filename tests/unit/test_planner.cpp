@@ -1360,10 +1360,11 @@ TEST(Planner, RowPathByFormatPagesAndKernel) {
       }
     }
   }
-  EXPECT_EQ(row_path(bf16, V::general, 1, 1, false), RowPath::table);
-  EXPECT_EQ(row_path(bf16, V::general, 1, 16, false), RowPath::small_pages);
+  for (V v : {V::general, V::walking}) {
+    EXPECT_EQ(row_path(bf16, v, 1, 1, false), RowPath::table);
+    EXPECT_EQ(row_path(bf16, v, 1, 16, false), RowPath::small_pages);
+  }
   for (int page : {1, 16}) {
-    EXPECT_EQ(row_path(bf16, V::walking, 1, page, false), RowPath::small_pages);
     EXPECT_EQ(row_path(bf16, V::one_tile, 1, page, true), RowPath::small_pages) << "no one-tile TMA kernel";
     EXPECT_EQ(row_path(bf16, V::general, 1, page, true), RowPath::runs) << "the TMA kernel";
     EXPECT_EQ(row_path(bf16, V::general, 2, page, false), RowPath::runs) << "the pair kernel";
@@ -1389,6 +1390,10 @@ TEST(Planner, RowPathByFormatPagesAndKernel) {
   pl.kv_format = bf16;
   EXPECT_NE(describe(pl).find("kernel=general"), std::string::npos) << describe(pl);
   EXPECT_NE(describe(pl).find("kv_rows=table"), std::string::npos) << describe(pl);
+  pl.num_work_items = 300;  // more items than CTAs: the walking kernel
+  EXPECT_NE(describe(pl).find("kernel=walking"), std::string::npos) << describe(pl);
+  EXPECT_NE(describe(pl).find("kv_rows=table"), std::string::npos) << describe(pl);
+  pl.num_work_items = 200;
   pl.page_size = 16;
   EXPECT_NE(describe(pl).find("kv_rows=small_pages"), std::string::npos) << describe(pl);
   pl.kv_format = mxfp4;

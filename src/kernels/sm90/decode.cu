@@ -306,10 +306,11 @@ __device__ __forceinline__ void q_fragments(std::uint32_t (&qa)[kKSteps][4], std
 // of cp.async groups (phase j / kStages over the CTA's whole tile sequence), and the next tile's
 // copy — the next item's first tiles too — goes out at the top of the tile. Q still arrives by
 // cp.async. kSmallPages: the kernel of caches of pages of 1 or 16 rows (Decoder; page-table lines a
-// tile ahead into L1, perf-notes v147). kTable (with kSmallPages, the general kernel of pages of 1 row):
-// threads 0..63 look tile t + 3's rows up at the top of tile t, one token each, and store their byte
-// offsets into the row table (SmemOf) after S; tile t + 1 reads its copies' rows from there
-// (sources_from_table) instead of eight page-table loads per thread (perf-notes v153).
+// tile ahead into L1, perf-notes v147). kTable (with kSmallPages, the general and walking kernels of
+// pages of 1 row): threads 0..63 look the rows of the tile that tile j + 1 copies (this item's t + 3, or
+// walking, the next item's) up at the top of tile j, one token each, and store their byte offsets into
+// the row table (SmemOf) after S; tile j + 1 reads its copies' rows from there (sources_from_table)
+// instead of eight page-table loads per thread (perf-notes v153, v156).
 template <KvFormat F, bool kWalk, bool kOneTile, bool kEvictFirst, bool kTma = false, bool kSmallPages = false,
           bool kTable = false>
 __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_constant__ DecodeParams p) {
@@ -321,8 +322,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   static_assert(T::kStages == 3 && kNumHeads <= kTile,
                 "an item's Q rides in the stage of the tile before its first (stage 2 for the CTA's first item)");
   static_assert(!(kTma && kOneTile), "the TMA kernels are the general and the walking one");
-  static_assert(!kTable || (kSmallPages && !kWalk && !kOneTile),
-                "the row table: the general kernel of small pages (one item per CTA, tile t copies tile t + 2)");
+  static_assert(!kTable || (kSmallPages && !kOneTile), "the row table: the general and walking kernels of small pages");
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
   SmemT& sm = *reinterpret_cast<SmemT*>(smem_raw + (kTma ? swizzle_align_bytes(smem_raw) : 0));
 
@@ -358,7 +358,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   if constexpr (!kOneTile)
     KvRowMap(p, KvRowMap::KnownBase{}, base).prefetch_pages(item.kv_begin, item.kv_end, threadIdx.x, kThreads);
   // The row table of tile 2 (read by tile 0's copies), looked up directly; tile 3's page-table lines
-  // into L1 for tile 0's lookups.
+  // into L1 for tile 0's lookups. Walking: table_ok says whether the table holds the rows of the copy
+  // that tile j issues (a first item of ≤ 2 tiles: tile 0 copies the next item's, not looked up yet).
+  [[maybe_unused]] bool table_ok = kWalk && tiles_of(item) > 2;
   if constexpr (kTable) {
     const KvRowMap rows(p, KvRowMap::KnownBase{}, base);
     const int t2 = item.kv_begin + 2 * kTile, i = threadIdx.x;
@@ -426,8 +428,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
         const int copy_end = mine ? item.kv_end : next.kv_end;
         if constexpr (kTma) {  // the whole copy now: one instruction of thread 0 for a whole tile
           dec.copy_tile_tma(sm, next_stage, copy_t0, copy_end);
-        } else if constexpr (kTable) {  // (one item per CTA: the copy is this item's tile t + 2)
-          next_src = dec.sources_from_table(copy_t0, copy_end, sm.row_off[t & 1][0]);
+        } else if constexpr (kTable) {  // (tile j − 1 filled buffer j % 2 with this copy's rows)
+          if (!kWalk || table_ok) {
+            next_src = dec.sources_from_table(copy_t0, copy_end, sm.row_off[(kWalk ? j : t) & 1][0]);
+          } else {
+            next_src = dec.sources(copy_t0, copy_end);
+          }
         } else {  // the sources now, the copies below (after S's first steps)
           next_src = dec.sources(copy_t0, copy_end);
         }
@@ -441,11 +447,23 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
         KvRowMap(p, KvRowMap::KnownBase{}, base)
             .prefetch_table_l1(item.kv_begin + (ahead + 1 + kLookAhead) * kTile, kTile, item.kv_end, lane);
       }
-      const int table_t0 = item.kv_begin + (ahead + 1) * kTile;  // kTable: the tile tile t + 1 copies
-      const bool table_fill = kTable && threadIdx.x < kTile && table_t0 < item.kv_end;
+      // kTable: the tile that tile j + 1 copies — this item's tile t + 3, or (walking) the next item's
+      // tile t + 3 − num_tiles; none when that is the item after next, not known yet.
+      int table_t0 = item.kv_begin + (ahead + 1) * kTile, table_end = item.kv_end;
+      std::int64_t table_base = base;
+      bool table_next = table_t0 < item.kv_end;  // a fill for tile j + 1
+      if constexpr (kWalk && kTable) {
+        const int kn = ahead + 1 - num_tiles;
+        if (!table_next && kn < next_tiles) {
+          table_t0 = next.kv_begin + kn * kTile, table_end = next.kv_end, table_base = next_base;
+          table_next = true;
+        }
+      }
+      const bool table_fill = kTable && threadIdx.x < kTile && table_next;
       const int table_page =
-          table_fill ? KvRowMap(p, KvRowMap::KnownBase{}, base).table_page(table_t0, table_t0, item.kv_end, threadIdx.x)
-                     : 0;
+          table_fill
+              ? KvRowMap(p, KvRowMap::KnownBase{}, table_base).table_page(table_t0, table_t0, table_end, threadIdx.x)
+              : 0;
       std::uint8_t(*kv)[kPitch] = sm.raw[stage];  // the bf16 tile (its rope chunks then hold P)
 
       // S partial over this warp's dims for tokens [16tg, 16tg+16): four independent chains.
@@ -488,12 +506,13 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
           *reinterpret_cast<float2*>(&sm.s_part[kh][g + 8][col]) = make_float2(v[2], v[3]);
         }
       }
-      if constexpr (kTable) {  // buffer (t + 1) % 2, last read by tile t − 1's copies (before its barriers)
+      if constexpr (kTable) {  // buffer (j + 1) % 2, last read by tile j − 1's copies (before its barriers)
         if (table_fill) {
-          sm.row_off[(t + 1) & 1][0][threadIdx.x] = KvRowMap(p, KvRowMap::KnownBase{}, base)
-                                                         .table_offset(table_page, table_t0, table_t0, item.kv_end,
-                                                                       threadIdx.x);
+          sm.row_off[((kWalk ? j : t) + 1) & 1][0][threadIdx.x] =
+              KvRowMap(p, KvRowMap::KnownBase{}, table_base)
+                  .table_offset(table_page, table_t0, table_t0, table_end, threadIdx.x);
         }
+        table_ok = table_next;
       }
       // The next item's Q into L2 (one line per thread), for its loads under this item's epilogue.
       if (t == 0 && has_next && threadIdx.x < kQChunks / 8) {
@@ -728,6 +747,7 @@ DecodeKernel kernel_info(KvFormat format, Variant v, bool evict_first = false, b
                              : bf16_kernel_info<false>(evict_first);
         case Variant::walking:
           if (tma) return bf16_kernel_info<true, false, true>(evict_first);
+          if (path == RowPath::table) return bf16_kernel_info<true, false, false, true, true>(evict_first);
           return small_pages ? bf16_kernel_info<true, false, false, true>(evict_first)
                              : bf16_kernel_info<true>(evict_first);
         case Variant::one_tile:

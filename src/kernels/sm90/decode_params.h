@@ -58,13 +58,12 @@ constexpr bool has_tma_kernel(KvFormat format, DecodeVariant v, int rows_per_ite
 // it as kv_rows=):
 // * runs: a whole tile (fp8: a warp's 16-row group) in one run of rows — contiguous, or inside one
 //   page — from one base row, any other tile row by row (every kernel but the three below);
-// * small_pages: bf16's kernels of pages of 16 rows, and its walking and one-tile ones of pages of 1 (one
-//   page-table load per two rows on 16-row pages, the next tile's page-table lines into L1; perf-notes
-//   v146, v147);
+// * small_pages: bf16's kernels of pages of 16 rows and its one-tile one of pages of 1 (one page-table
+//   load per two rows on 16-row pages, the next tile's page-table lines into L1; perf-notes v146, v147);
 // * groups: MXFP4's kernels of pages of 16 rows (each warp loads its 16-row group from one page, v145);
-// * table: fp8's kernels of pages of 1 and 16 rows, MXFP4's and bf16's general one of pages of 1 (items
-//   of more than one tile): each token's row looked up a tile ahead into a table in shared memory (v149,
-//   v150, v152, v153).
+// * table: fp8's kernels of pages of 1 and 16 rows, MXFP4's and bf16's of pages of 1 (not the one-tile
+//   kernels): each token's row looked up a tile ahead into a table in shared memory (v149, v150, v152,
+//   v153, v156).
 enum class RowPath { runs, small_pages, groups, table };
 constexpr RowPath row_path(KvFormat format, DecodeVariant v, int rows_per_item, int page_size, bool tma) {
   const bool small = page_size == 1 || page_size == 16;
@@ -72,7 +71,7 @@ constexpr RowPath row_path(KvFormat format, DecodeVariant v, int rows_per_item, 
   switch (format) {
     case KvFormat::bf16:
       if (!small || rows_per_item != 1 || tma_kernel) return RowPath::runs;
-      return page_size == 1 && v == DecodeVariant::general ? RowPath::table : RowPath::small_pages;
+      return page_size == 1 && v != DecodeVariant::one_tile ? RowPath::table : RowPath::small_pages;
     case KvFormat::fp8:
       return small && v != DecodeVariant::one_tile && !tma_kernel ? RowPath::table : RowPath::runs;
     case KvFormat::mxfp4:
