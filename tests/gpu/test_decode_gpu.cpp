@@ -903,10 +903,10 @@ TEST(GpuDecode, ListCutOffTileBoundariesOnPagedCaches) {
 // bf16's walking kernel on pages of 1 row (a row table, perf-notes v156): each tile's copies take their
 // rows from a table filled a tile ahead — this item's tile t + 3, or the next item's tiles 0..2 under this
 // item's last three — and look them up directly where the tile is the item after next's (the next item
-// holds ≤ 2 tiles). Pieces of 1, 64, 100, 129, 150, 700 and 1001 tokens, off tile boundaries, on 4 and on
-// 8 walking CTAs, so that chains hold short items between long ones; peaked inputs.
-TEST(GpuDecode, WalkingRowTableFollowsTheWalk) {
-  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+// holds ≤ 2 tiles). Pieces of 1, 64, 100, 129, 150, 700 and 1001 tokens, off tile boundaries, walked by
+// `grid` CTAs, so that chains hold short items between long ones; peaked inputs. (GpuSanitizer.SmallSuite
+// runs it too.)
+void expect_walked_pieces_match(int grid) {
   CaseSpec spec;
   spec.kv_lens = {3000, 130, 64, 700, 1, 2000, 129, 65, 900, 200, 1500, 2};
   spec.format = KvFormat::bf16;
@@ -938,13 +938,15 @@ TEST(GpuDecode, WalkingRowTableFollowsTheWalk) {
   }
   ASSERT_TRUE(std::any_of(list.items.begin(), list.items.end(),
                           [](const WorkItem& it) { return it.kv_end - it.kv_begin <= 128; }));
-  for (int grid : {4, 8}) {
-    WorkList walked = list;
-    walk_order(walked.items, grid, 64);
-    ASSERT_NO_FATAL_FAILURE(expect_list_matches(gc, in, walked, grid, false,
-                                                spec.name() + ", " + std::to_string(walked.items.size()) +
-                                                    " pieces walked by " + std::to_string(grid)));
-  }
+  walk_order(list.items, grid, 64);
+  ASSERT_NO_FATAL_FAILURE(expect_list_matches(
+      gc, in, list, grid, false,
+      spec.name() + ", " + std::to_string(list.items.size()) + " pieces walked by " + std::to_string(grid)));
+}
+
+TEST(GpuDecode, WalkingRowTableFollowsTheWalk) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (int grid : {4, 8}) ASSERT_NO_FATAL_FAILURE(expect_walked_pieces_match(grid));
 }
 
 TEST(GpuDecode, TailRequestsCutToFillTheLastWave) {
@@ -1196,9 +1198,9 @@ TEST(GpuSanitizer, SmallSuite) {
     KvFormat format;
     int scale_stride, page;
   };
-  for (const TableCase& tc : {TableCase{KvFormat::mxfp4, 18, 1}, TableCase{KvFormat::mxfp4, 24, 1},
-                              TableCase{KvFormat::fp8, 18, 1}, TableCase{KvFormat::fp8, 18, 16},
-                              TableCase{KvFormat::bf16, 18, 1}}) {
+  for (const TableCase& tc :
+       {TableCase{KvFormat::mxfp4, 18, 1}, TableCase{KvFormat::mxfp4, 24, 1}, TableCase{KvFormat::fp8, 18, 1},
+        TableCase{KvFormat::fp8, 18, 16}, TableCase{KvFormat::bf16, 18, 1}}) {
     CaseSpec spec = CaseSpec::uniform(16, 4500, tc.format);
     spec.scale_stride = tc.scale_stride;
     spec.page_size = tc.page;
@@ -1211,6 +1213,8 @@ TEST(GpuSanitizer, SmallSuite) {
     EXPECT_GE(r.plan.tokens_per_split, 4 * 64) << describe(r.plan);
     EXPECT_NE(describe(r.plan).find("kv_rows=table"), std::string::npos) << describe(r.plan);
   }
+  // bf16's walking row table over a walk of short and long pieces (GpuDecode.WalkingRowTableFollowsTheWalk).
+  ASSERT_NO_FATAL_FAILURE(expect_walked_pieces_match(4));
   // A row-pair case (s_q 2, peaked inputs) against the reference; its plan takes row pairs.
   const auto run_pairs = [](CaseSpec spec, std::uint64_t seed, GpuResult* r) {
     spec.s_q = 2;
