@@ -100,8 +100,8 @@ struct alignas(128) Smem {
   float cluster_lse[kNumHeads];    // cluster mode: this CTA's partial LSE, written before stage 0 is free
   std::uint64_t full[T::kStages];  // TMA kernel: stage s holds tile j (j ≡ s mod 3): phase j / kStages
 };
-// The kernel of pages of 1 row (kTable) adds a row table (KvRowMap::table_offset): the byte offsets of
-// the 64 rows of the tile whose copies go out next. The TMA kernel aligns its stages to the 128-byte
+// The general and walking kernels of pages of 1 row (kTable) add a row table (KvRowMap::table_offset):
+// the byte offsets of the 64 rows of the tile whose copies go out next, two buffers. The TMA kernel aligns its stages to the 128-byte
 // swizzle's 1,024-byte period at run time.
 template <bool kTable>
 using SmemOf = SmemWithRowTable<Smem<KvFormat::bf16>, 1, kTileTokens, kTable>;
@@ -195,7 +195,7 @@ struct Decoder {
     }
     return ts;
   }
-  // sources() of the row-table kernel (pages of 1 row): row r's byte offset into p.kv from the table
+  // sources() of the row-table kernels (pages of 1 row): row r's byte offset into p.kv from the table
   // the kernel filled a tile ahead (row_off[r], KvRowMap::table_offset: rows past `end` hold token
   // t0's), no page-table load.
   __device__ Sources sources_from_table(int t0, int end, const std::int64_t* row_off) const {
