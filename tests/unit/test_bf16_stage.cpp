@@ -129,5 +129,72 @@ TEST(Bf16Stage, RingSlotsAreFreeWhenWrittenAndFullWhenRead) {
   for (int s = 0; s < kSlots; ++s) EXPECT_GT(used[s], 0) << "slot " << s;
 }
 
+// The walking row-table kernel's schedule (namespace table), walked over chains of items as decode.cu
+// runs them: the prologue copies the first item's tiles 0 and 1 directly and fills the table for its tile
+// 2; at tile t the CTA issues copy_of's copy — from the table when the previous tile's fill_of named that
+// very tile, else by direct lookups — and fills for the next copy; when an item starts, its tiles 0 and 1
+// that no copy under the item before took go out directly. Every tile of every item must be copied once,
+// and every copy that reads the table must read the rows filled for it. Chains of 1..6-tile items (the
+// short ones, where the next copy can be the item after next's) and longer ones, random and exhaustive.
+TEST(Bf16Stage, WalkingRowTableFillsEveryCopyThatReadsIt) {
+  using namespace table;
+  const auto walk = [](const std::vector<int>& chain, int* table_copies) {
+    struct Ref {
+      int item, tile;
+      bool operator==(const Ref&) const = default;
+    };
+    std::vector<std::vector<int>> copied(chain.size());
+    for (std::size_t i = 0; i < chain.size(); ++i) copied[i].assign(std::size_t(chain[i]), 0);
+    const auto copy = [&](Ref r) { ++copied[std::size_t(r.item)][std::size_t(r.tile)]; };
+    for (int k = 0; k < 2 && k < chain[0]; ++k) copy({0, k});
+    bool table_ok = chain[0] > 2;  // the prologue's fill
+    Ref filled{0, 2};
+    for (std::size_t i = 0; i < chain.size(); ++i) {
+      const int n = chain[i], next_n = i + 1 < chain.size() ? chain[i + 1] : 0;
+      std::vector<bool> issued(2, false);  // the next item's tiles 0 and 1, copied under this item
+      for (int t = 0; t < n; ++t) {
+        const Tile c = copy_of(t, n, next_n);
+        if (c.item >= 0) {
+          const Ref r{int(i) + c.item, c.tile};
+          if (c.item == 1 && c.tile < 2) issued[std::size_t(c.tile)] = true;
+          if (table_ok) {
+            EXPECT_TRUE(filled == r) << "tile " << t << " of item " << i << " copies item " << r.item << " tile "
+                                     << r.tile << " from a table filled for item " << filled.item << " tile "
+                                     << filled.tile;
+            ++*table_copies;
+          }
+          copy(r);
+        }
+        const Tile f = fill_of(t, n, next_n);
+        table_ok = f.item >= 0;
+        filled = {int(i) + f.item, f.tile};
+      }
+      for (int k = 0; k < 2 && k < next_n; ++k) {
+        if (!issued[std::size_t(k)]) copy({int(i) + 1, k});
+      }
+    }
+    for (std::size_t i = 0; i < chain.size(); ++i) {
+      for (int k = 0; k < chain[i]; ++k) EXPECT_EQ(copied[i][std::size_t(k)], 1) << "item " << i << " tile " << k;
+    }
+  };
+  int table_copies = 0;
+  // Every chain of three items of 1..6 tiles, then random chains with longer items among them.
+  for (int a = 1; a <= 6; ++a) {
+    for (int b = 1; b <= 6; ++b) {
+      for (int c = 1; c <= 6; ++c) walk({a, b, c}, &table_copies);
+    }
+  }
+  std::uint32_t x = 12345;
+  for (int r = 0; r < 500; ++r) {
+    std::vector<int> chain(1 + r % 7);
+    for (int& n : chain) {
+      x = x * 1664525u + 1013904223u;
+      n = x >> 29 == 0 ? 16 + int(x >> 20) % 200 : 1 + int(x >> 24) % 6;
+    }
+    walk(chain, &table_copies);
+  }
+  EXPECT_GT(table_copies, 1000) << "the table serves most copies";
+}
+
 }  // namespace
 }  // namespace mla::sm90::bf16_stage

@@ -114,4 +114,32 @@ MLA_HD constexpr int copy_group(int u, int b) {
 }
 
 }  // namespace ring
+
+// The row table of the walking kernel of pages of 1 row (decode.cu, kTable; perf-notes v156). At its tile
+// t of an item of `tiles` tiles, a walking CTA copies tile t + 2 — the item's own, or past its end the
+// next item's tile t + 2 − tiles (copy_of; the next item's tiles 0 and 1 that no such copy took go out
+// when that item starts) — and fills the table for the copy of its tile after, tile t + 3 in the same
+// sense (fill_of): nothing when that tile is the item after next's, not known yet, and that copy then
+// looks its rows up directly. The kernel states the same rules in its own terms (ahead, k_next, table_t0:
+// so that its measured code stays as it was; forms calling these spilled or took 152 more instructions);
+// the unit tests walk chains of items through them.
+namespace table {
+
+struct Tile {
+  int item;  // 0: this item, 1: the next one, −1: none (past the next item's tiles)
+  int tile;
+};
+MLA_HD constexpr Tile ahead(int k, int tiles, int next_tiles) {
+  if (k < tiles) return {0, k};
+  if (k - tiles < next_tiles) return {1, k - tiles};
+  return {-1, 0};
+}
+MLA_HD constexpr Tile copy_of(int t, int tiles, int next_tiles) {
+  return ahead(t + 2, tiles, next_tiles);
+}
+MLA_HD constexpr Tile fill_of(int t, int tiles, int next_tiles) {
+  return ahead(t + 3, tiles, next_tiles);
+}
+
+}  // namespace table
 }  // namespace mla::sm90::bf16_stage

@@ -448,7 +448,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
             .prefetch_table_l1(item.kv_begin + (ahead + 1 + kLookAhead) * kTile, kTile, item.kv_end, lane);
       }
       // kTable: the tile that tile j + 1 copies — this item's tile t + 3, or (walking) the next item's
-      // tile t + 3 − num_tiles; none when that is the item after next, not known yet.
+      // tile t + 3 − num_tiles; none when that is the item after next, not known yet (the rule as
+      // bf16_stage::table::fill_of, whose walks the unit tests check).
       int table_t0 = item.kv_begin + (ahead + 1) * kTile, table_end = item.kv_end;
       std::int64_t table_base = base;
       bool table_next = table_t0 < item.kv_end;  // a fill for tile j + 1
