@@ -101,8 +101,8 @@ struct alignas(128) Smem {
   std::uint64_t full[T::kStages];  // TMA kernel: stage s holds tile j (j ≡ s mod 3): phase j / kStages
 };
 // The general and walking kernels of pages of 1 row (kTable) add a row table (KvRowMap::table_offset):
-// the byte offsets of the 64 rows of the tile whose copies go out next, two buffers. The TMA kernel aligns its stages to the 128-byte
-// swizzle's 1,024-byte period at run time.
+// the byte offsets of the 64 rows of the tile whose copies go out next, two buffers. The TMA kernel
+// aligns its stages to the 128-byte swizzle's 1,024-byte period at run time.
 template <bool kTable>
 using SmemOf = SmemWithRowTable<Smem<KvFormat::bf16>, 1, kTileTokens, kTable>;
 template <bool kTma, bool kTable = false>
