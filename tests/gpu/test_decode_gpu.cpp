@@ -49,8 +49,10 @@ struct GpuCase {
   const Problem& problem() const { return dc->problem(); }
 };
 
-void prepare(const HostInputs& in, GpuCase* c, bool with_lse = true) {
-  ASSERT_TRUE(upload(in, with_lse, &c->dc).ok());
+// guard: NaN bytes around every input buffer (0: none, so that compute-sanitizer's memcheck sees a read
+// past a buffer's end).
+void prepare(const HostInputs& in, GpuCase* c, bool with_lse = true, std::size_t guard = 4096) {
+  ASSERT_TRUE(upload(in, with_lse, &c->dc, guard).ok());
   std::size_t bytes = 0;
   const Status s = workspace_size(c->problem(), Backend::cuda, &bytes);
   ASSERT_TRUE(s.ok()) << s.message;
@@ -59,8 +61,8 @@ void prepare(const HostInputs& in, GpuCase* c, bool with_lse = true) {
 }
 
 // prepare, then plan into the case's workspace.
-void prepare_planned(const HostInputs& in, GpuCase* c, Plan* pl, bool with_lse = true) {
-  ASSERT_NO_FATAL_FAILURE(prepare(in, c, with_lse));
+void prepare_planned(const HostInputs& in, GpuCase* c, Plan* pl, bool with_lse = true, std::size_t guard = 4096) {
+  ASSERT_NO_FATAL_FAILURE(prepare(in, c, with_lse, guard));
   const Status s = plan(c->problem(), Backend::cuda, c->ws.get(), c->ws.size(), pl);
   ASSERT_TRUE(s.ok()) << s.message;
 }
@@ -91,12 +93,13 @@ Comparison against_reference(const HostInputs& in, const std::vector<std::uint16
 }
 
 // Uploads, plans, poisons the outputs with NaN, runs once and checks against the reference.
-void run_inputs(const HostInputs& in, GpuResult* r, bool with_lse = true, bool walking = false) {
+void run_inputs(const HostInputs& in, GpuResult* r, bool with_lse = true, bool walking = false,
+                std::size_t guard = 4096) {
   GpuCase gc;
   if (walking) {
     ASSERT_NO_FATAL_FAILURE(prepare_walking(in, &gc, &r->plan, with_lse));
   } else {
-    ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &r->plan, with_lse));
+    ASSERT_NO_FATAL_FAILURE(prepare_planned(in, &gc, &r->plan, with_lse, guard));
   }
   const std::unique_ptr<DeviceCase>& dc = gc.dc;
   const Problem& p = gc.problem();
@@ -1212,6 +1215,27 @@ TEST(GpuSanitizer, SmallSuite) {
     EXPECT_TRUE(r.cmp.ok()) << spec.name() << ": " << r.cmp.summary();
     EXPECT_GE(r.plan.tokens_per_split, 4 * 64) << describe(r.plan);
     EXPECT_NE(describe(r.plan).find("kv_rows=table"), std::string::npos) << describe(r.plan);
+  }
+  // MXFP4's scale words (the row-table kernel's load_scale_words) at the very end of the scale buffer:
+  // pages of 1, no spare rows, an odd number of scale rows of 18 bytes, so that the last row is even
+  // (offset ≡ 0 mod 4: its third word for half 1 would hold 2 bytes past the buffer); that row is given
+  // to request 0's token 100 (tile 1 of its first item, read through the row table); no guard bytes,
+  // so that memcheck sees any read past the buffer.
+  {
+    CaseSpec spec = CaseSpec::uniform(15, 4501, KvFormat::mxfp4);
+    spec.page_size = 1;
+    spec.dist = Distribution::peaked;
+    spec.seed = 85;
+    HostInputs in = make_inputs(spec);
+    ASSERT_EQ(in.kv_rows % 2, 1) << spec.name();
+    const auto last = std::find(in.page_table.begin(), in.page_table.end(), std::int32_t(in.kv_rows - 1));
+    ASSERT_NE(last, in.page_table.end()) << spec.name();
+    std::swap(*last, in.page_table[100]);  // request 0's token 100
+    GpuResult r;
+    ASSERT_NO_FATAL_FAILURE(run_inputs(in, &r, /*with_lse=*/true, /*walking=*/false, /*guard=*/0));
+    EXPECT_TRUE(r.cmp.ok()) << spec.name() << ": " << r.cmp.summary();
+    EXPECT_NE(describe(r.plan).find("kv_rows=table"), std::string::npos) << describe(r.plan);
+    EXPECT_GT(r.plan.tokens_per_split, 128) << describe(r.plan);  // token 100 in tile 1 of an item
   }
   // bf16's walking row table over a walk of short and long pieces (GpuDecode.WalkingRowTableFollowsTheWalk).
   ASSERT_NO_FATAL_FAILURE(expect_walked_pieces_match(4));

@@ -393,6 +393,7 @@ Status run(const Problem& p, const Plan& plan, void* stream) {
   d.kv_row_stride = p.kv.row_stride_bytes;
   d.kv_scales = p.kv.format == KvFormat::mxfp4 ? p.kv.scales : nullptr;
   d.scale_stride = p.kv.scale_stride;
+  d.scale_bytes = p.kv.format == KvFormat::mxfp4 ? p.kv.rows * p.kv.scale_stride : 0;  // validate(): no overflow
   d.page_table = p.paging.page_size != 0 ? p.paging.page_table : nullptr;
   d.page_table_stride = p.paging.page_table_stride;
   d.page_shift = page_shift(p.paging.page_size);

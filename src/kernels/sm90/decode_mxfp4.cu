@@ -39,6 +39,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/bf16.h"
 #include "kernels/common/formats.h"
@@ -349,6 +350,59 @@ __device__ __forceinline__ int store_factors(std::uint32_t (&fac2)[kTile][T1::kB
   return rw;
 }
 
+// The row-table kernel of one q row (pages of 1 row) loads each lane's scale pairs as three aligned
+// 4-byte words where load_scales takes five 2-byte loads (perf-notes v158). A scale row of 18 bytes at
+// an even offset a: lane half h takes the three words from a − 2·odd + 8h (odd: a ≡ 2 mod 4), whose six
+// halfwords hold its pairs from halfword odd + h on (half 0: pairs 0..4, half 1: pairs 5..8). Each load
+// still touches the warp's 16 rows, but three loads instead of five: in a shuffled cache of pages of
+// 1 row each of those is 16 rows in 16 places, the L1 work that costs MXFP4 most there (perf-notes
+// "Where MXFP4's shuffled pages of 1 go"). Half 1 of an even row would read 2 bytes past the row in
+// its third word: for the buffer's last row (p.scale_bytes) that word is a 2-byte load instead.
+// The words stay as loaded until the tile's factors are stored (pairs()): work on them at the loads
+// would wait there for the loads, an iteration early (perf-notes v158).
+struct ScaleWords {
+  std::uint32_t w[3];
+  int start;  // the lane's first pair, in halfwords of w[0..2]: odd + half
+  __device__ ScaleRegs<1> pairs(unsigned tid) const {
+    std::uint32_t w0 = w[0], w1 = w[1], w2 = w[2];
+    if (start >= 2) {
+      w0 = w1;
+      w1 = w2;
+      w2 = 0;
+    }
+    const unsigned shift = 16u * unsigned(start & 1);
+    w0 = __funnelshift_r(w0, w1, shift);
+    w1 = __funnelshift_r(w1, w2, shift);
+    w2 >>= shift;
+    ScaleRegs<1> sr;
+    sr.set(0, w0 & 0xFFFFu);
+    sr.set(1, w0 >> 16);
+    sr.set(2, w1 & 0xFFFFu);
+    sr.set(3, w1 >> 16);
+    sr.set(4, scale_half(tid) == 0 ? w2 & 0xFFFFu : 0u);
+    return sr;
+  }
+};
+template <bool kEvictFirst>
+__device__ __forceinline__ ScaleWords load_scale_words(const DecodeParams& p, const KvRowMap& rows, int t0, int first,
+                                                       int end, unsigned tid) {
+  const int r = scale_token(tid), half = scale_half(tid), n = t0 + r;
+  const int row = rows.page_of(n < end ? n : first);             // pages of 1 row (row_path): the row is the page
+  const bool odd = (p.scale_stride & 2) != 0 && (row & 1) != 0;  // p.kv_scales 16-byte aligned, stride even
+  const std::int64_t at = std::int64_t(row) * p.scale_stride - 2 * int(odd) + 8 * half;  // ≥ 0: odd rows are ≥ 1
+  const std::uint32_t* src = reinterpret_cast<const std::uint32_t*>(p.kv_scales + at);
+  ScaleWords sw;
+  sw.w[0] = ldg_kv4<kEvictFirst>(src);
+  sw.w[1] = ldg_kv4<kEvictFirst>(src + 1);
+  if (at + 12 <= p.scale_bytes) {
+    sw.w[2] = ldg_kv4<kEvictFirst>(src + 2);
+  } else {
+    sw.w[2] = ldg_kv2<kEvictFirst>(reinterpret_cast<const unsigned short*>(src + 2));
+  }
+  sw.start = int(odd) + half;
+  return sw;
+}
+
 // 2^k for k ≤ 0 as a float, exact for k ≥ −126 and 0 below (a product that small is negligible
 // beside the one that set A).
 __device__ __forceinline__ float pow2_nonpositive(int k) {
@@ -469,7 +523,10 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
   // fence would otherwise wait for them too. (An empty item reads nothing: its first row need not
   // exist.)
   RawRegs raw{}, raw_next{};
-  ScaleRegs<kRows> scales{}, scales_next{};
+  ScaleRegs<kRows> scales{};
+  // The next tile's scales: as words in the row-table kernel of one q row (ScaleWords).
+  constexpr bool kWords = kTable && kRows == 1;
+  std::conditional_t<kWords, ScaleWords, ScaleRegs<kRows>> scales_next{};
   // unit_page of the tile whose loads go out next (tile 1's, then in the loop tile t + 2's); with kTable
   // the page of the thread's token of the tile whose row table is stored next (threads < 64).
   int page_next = -1;
@@ -487,7 +544,11 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
   const auto table_load = [&](int u) {
     if constexpr (kTable) {
       raw_next = load_raw_table<kEvictFirst>(p, sm.row_off[u % 2][wg], tid);
-      scales_next = load_scales<kEvictFirst, kRows, false>(p, rows, -1, wg_t0(u), cta_t0(u), item.kv_end, tid);
+      if constexpr (kWords) {
+        scales_next = load_scale_words<kEvictFirst>(p, rows, wg_t0(u), cta_t0(u), item.kv_end, tid);
+      } else {
+        scales_next = load_scales<kEvictFirst, kRows, false>(p, rows, -1, wg_t0(u), cta_t0(u), item.kv_end, tid);
+      }
       if (u + 1 < num_tiles) table_page(u + 1);
     }
   };
@@ -640,8 +701,12 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
     // stored and read by that warp alone.)
     if (!kShort && t + 1 < num_tiles) {
       store_raw<kGroups>(sm.kv[wg], raw_next, tid);
-      r_w_next = store_factors(sm.fac2[wg], scales_next, wg_t0(t + 1), item.kv_end, tid, item.pair_end,
-                               &sm.last_key_nan);  // S(t) has read fac2
+      if constexpr (kWords) {
+        r_w_next = store_factors(sm.fac2[wg], scales_next.pairs(tid), wg_t0(t + 1), item.kv_end, tid);
+      } else {
+        r_w_next = store_factors(sm.fac2[wg], scales_next, wg_t0(t + 1), item.kv_end, tid, item.pair_end,
+                                 &sm.last_key_nan);  // S(t) has read fac2
+      }
     }
     // Tile t + 2's row table (its buffer's last reader, tile t's loads, went out two iterations ago).
     if (!kShort && t + 2 < num_tiles) table_store(t + 2);

@@ -137,6 +137,10 @@ struct DecodeParams {
   int max_item_tokens;   // ≥ every item's kv_end − kv_begin (tokens_per_split): picks the one-tile kernel
   int num_param_items;   // num_items when the items are in param_items too (≤ kParamItems), else 0
   WorkItem param_items[kParamItems];  // [num_param_items] = items[0, num_param_items)
+  // mxfp4: bytes of kv_scales (kv_rows · scale_stride): the end that the scale-word loads of the row-table
+  // kernel (decode_mxfp4.cu, load_scale_words) never read past. (In the padding before kv_map: the
+  // fields above keep their places.)
+  std::int64_t scale_bytes;
   // Last, so that the fields every kernel's start reads keep their places (perf-notes v110d).
   // With kv_tma, the cache as a 3-D tensor map whose one copy is a whole tile, landing in the TMA
   // kernel's stage layout (128-byte swizzle): fp8, [rows / 2 × 1152] bytes of row pairs, boxes of 32

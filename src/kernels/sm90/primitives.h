@@ -45,6 +45,11 @@ __device__ __forceinline__ std::uint32_t ldg2(const unsigned short* src, std::ui
   asm volatile("ld.global.nc.L2::cache_hint.u16 %0, [%1], %2;\n" : "=h"(v) : "l"(src), "l"(policy));
   return v;
 }
+__device__ __forceinline__ std::uint32_t ldg4(const std::uint32_t* src, std::uint64_t policy) {
+  std::uint32_t v;
+  asm volatile("ld.global.nc.L2::cache_hint.u32 %0, [%1], %2;\n" : "=r"(v) : "l"(src), "l"(policy));
+  return v;
+}
 // cp_async16 under an L2 policy. CUDA 13.0's ptxas can encode this copy wrongly (an odd uniform
 // register as its descriptor, next to a uniform shared-memory offset: an illegal instruction at run
 // time; seen in fp8's row-by-row copies, caught by the GPU tests, and in bf16's row-pair kernel, which
@@ -73,6 +78,11 @@ __device__ __forceinline__ uint4 ldg_kv16(const void* src) {
 template <bool kEvictFirst>
 __device__ __forceinline__ std::uint32_t ldg_kv2(const unsigned short* src) {
   if constexpr (kEvictFirst) return ldg2(src, kv_evict_first_policy());
+  return __ldg(src);
+}
+template <bool kEvictFirst>
+__device__ __forceinline__ std::uint32_t ldg_kv4(const std::uint32_t* src) {
+  if constexpr (kEvictFirst) return ldg4(src, kv_evict_first_policy());
   return __ldg(src);
 }
 __device__ __forceinline__ void cp_async_commit() {
