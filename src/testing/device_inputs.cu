@@ -168,6 +168,17 @@ Status device_synchronize() {
   return e == cudaSuccess ? Status::success() : fail("cudaDeviceSynchronize", e);
 }
 
+Status current_device(int* device, int* count) {
+  cudaError_t e = cudaGetDevice(device);
+  if (e == cudaSuccess) e = cudaGetDeviceCount(count);
+  return e == cudaSuccess ? Status::success() : fail("cudaGetDevice", e);
+}
+
+Status set_device(int device) {
+  cudaError_t e = cudaSetDevice(device);
+  return e == cudaSuccess ? Status::success() : fail("cudaSetDevice", e);
+}
+
 DeviceMemory::~DeviceMemory() {
   cudaFree(ptr_);
 }

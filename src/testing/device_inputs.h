@@ -33,6 +33,12 @@ Status run_in_graph(const Problem& p, const Plan& plan, int replays);
 // cudaDeviceSynchronize with the error turned into a Status (sticky kernel faults surface here).
 Status device_synchronize();
 
+// The current CUDA device and how many there are (cudaGetDevice, cudaGetDeviceCount), and making
+// another current (cudaSetDevice): the tests' only direct device calls, here so that they build
+// without the CUDA toolkit.
+Status current_device(int* device, int* count);
+Status set_device(int device);
+
 // A plain device allocation (workspace), freed on destruction.
 class DeviceMemory {
  public:

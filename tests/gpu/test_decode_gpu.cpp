@@ -1,6 +1,5 @@
 // GPU tests of the cuda backend against the float64 reference (label `gpu`). Without a usable
 // sm_90 device every test is skipped with the reason — never reported as passed.
-#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -1323,8 +1322,7 @@ TEST(GpuDecode, PlanOfAnotherDeviceRefused) {
   Plan pl;
   ASSERT_TRUE(plan(gc.problem(), Backend::cuda, gc.ws.get(), gc.ws.size(), &pl).ok());
   int current = -1, count = 0;
-  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
-  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  ASSERT_TRUE(current_device(&current, &count).ok());
   EXPECT_EQ(pl.device, current);
   EXPECT_NE(describe(pl).find("device=" + std::to_string(current)), std::string::npos) << describe(pl);
 
@@ -1334,9 +1332,9 @@ TEST(GpuDecode, PlanOfAnotherDeviceRefused) {
   EXPECT_EQ(s.code, StatusCode::invalid_argument) << s.message;
   EXPECT_NE(s.message.find("made on CUDA device " + std::to_string(current + 1)), std::string::npos) << s.message;
   if (count >= 2) {
-    ASSERT_EQ(cudaSetDevice(current == 0 ? 1 : 0), cudaSuccess);
+    ASSERT_TRUE(set_device(current == 0 ? 1 : 0).ok());
     s = run(gc.problem(), pl);
-    ASSERT_EQ(cudaSetDevice(current), cudaSuccess);
+    ASSERT_TRUE(set_device(current).ok());
     EXPECT_EQ(s.code, StatusCode::invalid_argument) << s.message;
   }
   std::vector<std::uint16_t> out;

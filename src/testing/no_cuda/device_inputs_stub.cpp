@@ -12,6 +12,12 @@ Status run_in_graph(const Problem&, const Plan&, int) {
 Status device_synchronize() {
   return {StatusCode::no_device, "mla was built without CUDA"};
 }
+Status current_device(int*, int*) {
+  return {StatusCode::no_device, "mla was built without CUDA"};
+}
+Status set_device(int) {
+  return {StatusCode::no_device, "mla was built without CUDA"};
+}
 DeviceMemory::~DeviceMemory() = default;
 Status DeviceMemory::allocate(std::size_t) {
   return {StatusCode::no_device, "mla was built without CUDA"};
