@@ -170,8 +170,9 @@ Status device_synchronize() {
 
 Status current_device(int* device, int* count) {
   cudaError_t e = cudaGetDevice(device);
-  if (e == cudaSuccess) e = cudaGetDeviceCount(count);
-  return e == cudaSuccess ? Status::success() : fail("cudaGetDevice", e);
+  if (e != cudaSuccess) return fail("cudaGetDevice", e);
+  e = cudaGetDeviceCount(count);
+  return e == cudaSuccess ? Status::success() : fail("cudaGetDeviceCount", e);
 }
 
 Status set_device(int device) {

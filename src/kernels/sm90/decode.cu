@@ -103,10 +103,10 @@ struct alignas(128) Smem {
 // The general and walking kernels of pages of 1 row (kTable) add a row table (KvRowMap::table_offset):
 // the byte offsets of the 64 rows of the tile whose copies go out next, two buffers. The TMA kernel
 // aligns its stages to the 128-byte swizzle's 1,024-byte period at run time.
-template <bool kTable>
-using SmemOf = SmemWithRowTable<Smem<KvFormat::bf16>, 1, kTileTokens, kTable>;
+template <KvFormat F, bool kTable>
+using SmemOf = SmemWithRowTable<Smem<F>, 1, kTileTokens, kTable>;
 template <bool kTma, bool kTable = false>
-constexpr std::size_t kSmemBytes = sizeof(SmemOf<kTable>) + (kTma ? kSwizzleAlign : 0);
+constexpr std::size_t kSmemBytes = sizeof(SmemOf<KvFormat::bf16, kTable>) + (kTma ? kSwizzleAlign : 0);
 static_assert(kSmemBytes<true> <= 227 * 1024 && kSmemBytes<false, true> <= 227 * 1024,
               "bf16 shared memory over the 227 KB limit");
 static_assert(sizeof(Smem<KvFormat::bf16>::raw[0]) == bf16_stage::kBytes && kPitch == bf16_stage::kRowBytes &&
@@ -316,7 +316,6 @@ template <KvFormat F, bool kWalk, bool kOneTile, bool kEvictFirst, bool kTma = f
 __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_constant__ DecodeParams p) {
   using T = Traits<F>;
   using Sh = TileShape<T::kTile>;
-  using SmemT = SmemWithRowTable<Smem<F>, 1, kTileTokens, kTable>;
   constexpr int kTile = T::kTile;
   static_assert(kTile == kTileTokens, "the tile cursor counts tiles of kTileTokens");
   static_assert(T::kStages == 3 && kNumHeads <= kTile,
@@ -324,7 +323,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   static_assert(!(kTma && kOneTile), "the TMA kernels are the general and the walking one");
   static_assert(!kTable || (kSmallPages && !kOneTile), "the row table: the general and walking kernels of small pages");
   extern __shared__ __align__(128) std::uint8_t smem_raw[];
-  SmemT& sm = *reinterpret_cast<SmemT*>(smem_raw + (kTma ? swizzle_align_bytes(smem_raw) : 0));
+  SmemOf<F, kTable>& sm = *reinterpret_cast<SmemOf<F, kTable>*>(smem_raw + (kTma ? swizzle_align_bytes(smem_raw) : 0));
 
   launch_dependents();  // the combine grid's launch latency hides behind this kernel
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

@@ -315,8 +315,8 @@ struct KvRowMap {
   // The row of token n of a tile starting at token t0, or, for n past `end`, token t0's row: a row
   // that exists, for copies of 0 bytes (or loads whose values are masked) at the tile's tail.
   __device__ std::int64_t row_or_first(int n, int t0, int end) const { return (*this)(n < end ? n : t0); }
-  // Row tables (fp8's kernels of pages of 1 and 16 rows, MXFP4's of pages of 1; perf-notes v149, v150,
-  // v152; their shared memory: SmemWithRowTable): thread i < 64 of a
+  // Row tables (fp8's kernels of pages of 1 and 16 rows, MXFP4's and bf16's of pages of 1; perf-notes
+  // v149, v150, v152, v153; their shared memory: SmemWithRowTable): thread i < 64 of a
   // warpgroup owns token t0 + i of the warpgroup's tokens of a tile starting at `first` (past `end`:
   // token `first`, as row_or_first). table_page looks its page up a tile ahead; table_offset is then its
   // row's byte offset into p.kv, which the kernel stores into shared memory a barrier before the tile's
