@@ -530,8 +530,9 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
   }
   if constexpr (!kShort)
     rows.prefetch_pages(item.kv_begin, item.kv_end, int(threadIdx.x), int(blockDim.x));  // paged: into L2
-  // kTable: the page of the thread's token (threads < 64) of the tile whose row table is stored next,
-  // looked up an iteration before the store (tile 1's here, then tile t + 2's in iteration t).
+  // kTable: the page of the thread's token (threads < 64) of the tile whose row table is stored next:
+  // tiles 1 and 2 here, then tile t + 3's in iteration t right after tile t + 2's store, so that each
+  // lookup has a whole iteration to land (perf-notes v160).
   int page_next = 0;
   const auto table_page = [&](int u) {
     if (tid < kTile) page_next = rows.table_page(wg_t0(u), cta_t0(u), item.kv_end, int(tid));
@@ -545,6 +546,7 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
   if (kTable && num_tiles > 1) table_page(1);
   store_q(sm, p, q_regs);                       // Q's loads have been in flight since the start
   if (kTable && num_tiles > 1) table_store(1);  // before the first iteration's barrier
+  if (kTable && num_tiles > 2) table_page(2);   // stored in iteration 0
 
   SoftmaxState<float> st[kI];
 #pragma unroll
@@ -584,7 +586,6 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
       if (load_next)
         next_src =
             tile_source_table<kTablePages == 16>(p, rows, sm.row_off[next % 2][wg], wg_t0(next), item.kv_end, tid);
-      if (next + 1 < num_tiles) table_page(next + 1);  // stored at the end of this iteration
     } else {
       if (load_next) next_src = source(next);
     }
@@ -711,6 +712,7 @@ __global__ void __launch_bounds__(Traits<kRows>::kCtaThreads, Traits<kRows>::kCt
     // kTable: tile t + 2's row table (its buffer's last reader, tile t's sources, went before the top
     // barrier of this iteration; its readers come after the next one).
     if (kTable && t + 2 < num_tiles) table_store(t + 2);
+    if (kTable && t + 3 < num_tiles) table_page(t + 3);  // stored in the next iteration
 
     // Oᵀ = f·Oᵀ + Vᵀ·Pᵀ, two groups in flight: a group's Vᵀ fragments come from the raw tile while
     // the group before runs. fp8 wgmma accumulates in ~14 bits, so each group's product (64 tokens)
