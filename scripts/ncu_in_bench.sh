@@ -27,4 +27,4 @@ ncu --cache-control none --clock-control none -k "regex:$kre" --launch-skip 2 --
   >"$out/ncu-in-bench-$tag.txt" 2>&1 || { tail -20 "$out/ncu-in-bench-$tag.txt"; exit 1; }
 grep -E 'gpu__time_duration' "$out/ncu-in-bench-$tag.txt" | awk '{v[NR] = $NF} END {
   s = 0; for (i = 1; i <= NR; ++i) { printf "%s ", v[i]; if (i > 2) s += v[i] }
-  printf "\nmean of launches 3.. : %.2f us\n", NR > 2 ? s / (NR - 2) : 0 }'
+  printf "\nmean of launches 3.. : %.2f us\n", (NR > 2 ? s / (NR - 2) : 0) }'
