@@ -479,6 +479,28 @@ TEST(GpuDecode, PagedShuffledPages) {
   }
 }
 
+// Pages laid out in order (`mla bench --page-order in-order`): request b's pages follow one another and
+// request b + 1's follow them, so a tile's rows are consecutive rows of the cache, as a contiguous
+// cache's, yet reach the kernels through the page table. A kernel that took such rows as one run must
+// stop at the request's end (the next rows are the next request's keys: peaked inputs tell them
+// apart) and at the cache's end (NaN spare rows).
+TEST(GpuDecode, PagedPagesInOrder) {
+  if (!cuda_available()) GTEST_SKIP() << kNoGpu;
+  for (KvFormat f : kFormats) {
+    for (int page : {1, 16, 64}) {
+      CaseSpec spec;
+      spec.kv_lens = {300, 0, 1, 64, 65, 1500, 17, 4100};
+      spec.format = f;
+      spec.dist = Distribution::peaked;
+      spec.page_size = page;
+      spec.pages_in_order = true;
+      spec.seed = 41 + page;
+      spec.spare_rows = 128;
+      expect_correct(spec);
+    }
+  }
+}
+
 TEST(GpuDecode, Mxfp4ScaleStrides18And24BothRoundings) {
   if (!cuda_available()) GTEST_SKIP() << kNoGpu;
   for (std::int64_t stride : {18, 24}) {
