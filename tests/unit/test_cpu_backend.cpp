@@ -196,7 +196,8 @@ TEST(CpuBackend, LongRequest8191) {
 TEST(CpuBackend, PagedLayouts) {
   for (KvFormat f : kFormats) {
     for (int ps : {1, 16, 64}) {
-      for (bool flat : {false, true}) {
+      for (int layout = 0; layout < 3; ++layout) {  // shuffled pages, a flat table (pages of 1), in order
+        const bool flat = layout == 1, in_order = layout == 2;
         if (flat && ps != 1) continue;
         CaseSpec spec;
         spec.kv_lens = testing::ragged_lengths(6, 21 + std::uint64_t(ps), 300);
@@ -204,6 +205,7 @@ TEST(CpuBackend, PagedLayouts) {
         spec.dist = Distribution::peaked;
         spec.page_size = ps;
         spec.flat_page_table = flat;
+        spec.pages_in_order = in_order;
         spec.spare_rows = 100;
         check_case(spec);
       }
